@@ -1,0 +1,108 @@
+"""Training parameters, validated once on construction so no protocol ever sees a bad value.
+
+Errors name the field and the value (``max_depth=0 must be >= 1``) because parameters arrive
+from command lines and config files written by people at other organisations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["BoostParams", "OBJECTIVES", "MAX_BIN_LIMIT"]
+
+OBJECTIVES = ("binary", "multiclass", "regression")
+
+#: Bins are stored as uint16 with one index kept for "missing", so 65,535 value bins at most.
+MAX_BIN_LIMIT = 65_535
+
+
+def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}={value!r} must be an integer")
+    if value < low:
+        raise ConfigError(f"{name}={value} must be >= {low}")
+    if high is not None and value > high:
+        raise ConfigError(f"{name}={value} must be <= {high}")
+
+
+def _check_float(
+    name: str,
+    value: Any,
+    low: float,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name}={value!r} must be a number")
+    if not math.isfinite(value) and high != math.inf:
+        raise ConfigError(f"{name}={value} must be finite")
+    if math.isnan(value):
+        raise ConfigError(f"{name}=nan must be a number")
+    if low_open and value <= low:
+        raise ConfigError(f"{name}={value} must be > {low}")
+    if not low_open and value < low:
+        raise ConfigError(f"{name}={value} must be >= {low}")
+    if value > high:
+        raise ConfigError(f"{name}={value} must be <= {high}")
+
+
+@dataclass(frozen=True)
+class BoostParams:
+    """Hyper-parameters of XGBoost-style second-order boosting.
+
+    Defaults follow the seed paper's setting (5 trees, depth 3, learning rate 0.3,
+    subsample 0.8, 32 bins) and XGBoost's regularisation defaults (lambda 1,
+    min_child_weight 1, gamma 0).
+    """
+
+    objective: str | None = None  # None: inferred from the label
+    n_trees: int = 5
+    max_depth: int = 3
+    learning_rate: float = 0.3
+    subsample: float = 0.8
+    reg_lambda: float = 1.0
+    min_child_weight: float = 1.0
+    min_split_gain: float = 0.0
+    min_samples_leaf: int = 1
+    max_bin: int = 32
+    random_state: int = 0
+    early_stopping_rounds: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.objective is not None and self.objective not in OBJECTIVES:
+            raise ConfigError(
+                f"objective={self.objective!r} must be one of {', '.join(OBJECTIVES)}"
+            )
+        _check_int("n_trees", self.n_trees, 1, 100_000)
+        _check_int("max_depth", self.max_depth, 1, 30)
+        _check_float("learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
+        _check_float("subsample", self.subsample, 0.0, 1.0, low_open=True)
+        _check_float("reg_lambda", self.reg_lambda, 0.0)
+        _check_float("min_child_weight", self.min_child_weight, 0.0)
+        _check_float("min_split_gain", self.min_split_gain, 0.0)
+        _check_int("min_samples_leaf", self.min_samples_leaf, 1)
+        _check_int("max_bin", self.max_bin, 2, MAX_BIN_LIMIT)
+        _check_int("random_state", self.random_state, 0, 2**63 - 1)
+        if self.early_stopping_rounds is not None:
+            _check_int("early_stopping_rounds", self.early_stopping_rounds, 1)
+        if self.reg_lambda == 0 and self.min_child_weight == 0:
+            raise ConfigError(
+                "reg_lambda=0 together with min_child_weight=0 allows leaves with zero "
+                "hessian (division by zero); set one of them > 0"
+            )
+
+    def replace(self, **changes: Any) -> "BoostParams":
+        """A copy with some fields changed, validated again."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

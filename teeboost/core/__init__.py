@@ -1,0 +1,1 @@
+"""Plaintext gradient-boosting engine: imports neither crypto, enclaves nor transport."""

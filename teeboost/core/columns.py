@@ -1,0 +1,75 @@
+"""One party's binned training columns: its histograms, its best splits, its split records.
+
+Every party runs exactly this code on the columns it holds (the active party on its own,
+each passive party on its own, a central run on all of them), which is why vertical and
+central training agree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .binning import FeatureBins
+from .gradients import EncodedGradients, GradientCodec
+from .histogram import HistogramBuilder
+from .nodes import NodeRows
+from .split import NodeBest, SplitCriteria, best_splits
+from .tree import OwnerTable, SplitRecord
+
+__all__ = ["PartyColumns"]
+
+
+class PartyColumns:
+    """Binned columns of one party plus the lookup table of splits it owns."""
+
+    def __init__(self, bins: FeatureBins, binned: np.ndarray, owner: OwnerTable | None = None):
+        # binned: (n_rows, n_features) as produced by FeatureBins.transform
+        self.bins = bins
+        self.binned_by_feature = np.ascontiguousarray(binned.T)
+        self.owner = owner if owner is not None else OwnerTable()
+        self.histograms = HistogramBuilder(self.binned_by_feature, bins.max_bin + 1)
+
+    @property
+    def n_features(self) -> int:
+        return self.bins.n_features
+
+    @property
+    def n_rows(self) -> int:
+        return self.binned_by_feature.shape[1]
+
+    def begin_tree(self, gradients: EncodedGradients) -> None:
+        self.histograms.begin_tree(gradients)
+
+    def level_histograms(self, nodes: list[int], node_rows: NodeRows) -> np.ndarray:
+        return self.histograms.level(nodes, node_rows)
+
+    def best(
+        self,
+        nodes: list[int],
+        node_rows: NodeRows,
+        codec: GradientCodec,
+        criteria: SplitCriteria,
+    ) -> list[NodeBest]:
+        hist = self.level_histograms(nodes, node_rows)
+        return best_splits(hist, self.bins.n_value_bins, codec, criteria)
+
+    def go_left_binned(self, rows: np.ndarray, feature: int, bin_index: int, default_left: bool) -> np.ndarray:
+        binned = self.binned_by_feature[feature, rows]
+        decision = binned <= bin_index  # the missing bin (max_bin) is above every value bin
+        if default_left:
+            decision |= binned == self.bins.missing_bin
+        return decision
+
+    def apply(
+        self,
+        rows: np.ndarray,
+        feature: int,
+        bin_index: int,
+        default_left: bool,
+        tree_index: int,
+    ) -> tuple[int, np.ndarray]:
+        """Record the split under a fresh id; return (record id, left rows)."""
+        threshold = self.bins.threshold(feature, bin_index)
+        record = self.owner.add(SplitRecord(feature, threshold, default_left, tree_index))
+        left = rows[self.go_left_binned(rows, feature, bin_index, default_left)]
+        return record, left

@@ -1,0 +1,130 @@
+"""Second-order losses: per-sample gradients and hessians of the boosting objective.
+
+Only the active party (the label holder) evaluates these; every protocol then works on the
+(g, h) pairs they produce. Hessians are floored at 1e-16 as XGBoost does, so a confident
+sample never contributes exactly zero curvature.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from ..errors import DataError
+
+__all__ = ["Objective", "Logistic", "SquaredError", "Softmax", "make_objective", "infer_objective"]
+
+_HESSIAN_FLOOR = 1e-16
+
+
+def _sigmoid(margin: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * margin))  # overflow-free logistic
+
+
+class Objective(ABC):
+    """A loss with its link function; ``n_outputs`` margins per sample."""
+
+    name: str
+    metric: str  # held-out metric reported for this objective
+    n_outputs: int = 1
+
+    @abstractmethod
+    def base_margin(self, y: np.ndarray) -> np.ndarray:
+        """Initial margin per output, estimated from the labels alone."""
+
+    @abstractmethod
+    def gradients(self, y: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(g, h), each of shape (n_samples, n_outputs)."""
+
+    @abstractmethod
+    def predict(self, margin: np.ndarray) -> np.ndarray:
+        """Margins -> user-facing predictions (probabilities or values)."""
+
+
+class Logistic(Objective):
+    name = "binary"
+    metric = "auc"
+
+    def base_margin(self, y: np.ndarray) -> np.ndarray:
+        rate = float(np.clip(np.mean(y), 1e-6, 1 - 1e-6))
+        return np.array([np.log(rate / (1.0 - rate))])
+
+    def gradients(self, y, margin):
+        p = _sigmoid(margin[:, 0])
+        g = p - y
+        h = np.maximum(p * (1.0 - p), _HESSIAN_FLOOR)
+        return g[:, None], h[:, None]
+
+    def predict(self, margin):
+        return _sigmoid(margin[:, 0])
+
+
+class SquaredError(Objective):
+    name = "regression"
+    metric = "rmse"
+
+    def base_margin(self, y):
+        return np.array([float(np.mean(y))])
+
+    def gradients(self, y, margin):
+        g = margin[:, 0] - y
+        return g[:, None], np.ones_like(g)[:, None]
+
+    def predict(self, margin):
+        return margin[:, 0].copy()
+
+
+class Softmax(Objective):
+    """Multiclass: one tree per class per round, XGBoost's ``multi:softprob`` hessian."""
+
+    name = "multiclass"
+    metric = "accuracy"
+
+    def __init__(self, n_classes: int) -> None:
+        if n_classes < 2:
+            raise DataError(f"multiclass needs at least 2 classes, got {n_classes}")
+        self.n_outputs = n_classes
+
+    def base_margin(self, y):
+        counts = np.bincount(y.astype(np.int64), minlength=self.n_outputs).astype(np.float64)
+        prior = np.clip(counts / counts.sum(), 1e-6, None)
+        log_prior = np.log(prior)
+        return log_prior - log_prior.mean()
+
+    def _softmax(self, margin):
+        shifted = margin - margin.max(axis=1, keepdims=True)
+        e = np.exp(shifted)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def gradients(self, y, margin):
+        p = self._softmax(margin)
+        onehot = np.zeros_like(p)
+        onehot[np.arange(y.size), y.astype(np.int64)] = 1.0
+        g = p - onehot
+        h = np.maximum(2.0 * p * (1.0 - p), _HESSIAN_FLOOR)
+        return g, h
+
+    def predict(self, margin):
+        return self._softmax(margin)
+
+
+def make_objective(name: str, n_classes: int = 2) -> Objective:
+    if name == "binary":
+        return Logistic()
+    if name == "regression":
+        return SquaredError()
+    if name == "multiclass":
+        return Softmax(n_classes)
+    raise DataError(f"unknown objective {name!r}")
+
+
+def infer_objective(labels: np.ndarray, *, max_classes: int = 50) -> str:
+    """Two distinct values: binary; few integer values: multiclass; otherwise regression."""
+    distinct = np.unique(labels)
+    if distinct.size == 2:
+        return "binary"
+    integral = np.all(np.equal(np.mod(distinct, 1), 0))
+    if integral and 2 < distinct.size <= max_classes:
+        return "multiclass"
+    return "regression"

@@ -1,0 +1,35 @@
+"""One exception family, so callers can catch everything teeboost raises with one clause.
+
+Messages always name the thing that is wrong (file, column, party, field and value), because
+federations fail between organisations where nobody can attach a debugger to the other side.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TeeboostError",
+    "ConfigError",
+    "DataError",
+    "ProtocolError",
+    "ModelFileError",
+]
+
+
+class TeeboostError(Exception):
+    """Base class of every error teeboost raises on purpose."""
+
+
+class ConfigError(TeeboostError, ValueError):
+    """A parameter is out of range or inconsistent (names the field and the value)."""
+
+
+class DataError(TeeboostError, ValueError):
+    """Input data is unusable (names the file or party, the column and the offending value)."""
+
+
+class ProtocolError(TeeboostError):
+    """A peer sent a message that does not fit the protocol (wrong type, shape or state)."""
+
+
+class ModelFileError(TeeboostError):
+    """A saved model file is missing, of another format or version, or inconsistent."""

@@ -1,0 +1,213 @@
+"""A whole federation in one process: every party over the in-memory channel.
+
+This is what tests, benchmarks, the Python API and ``teeboost train`` run. Each party
+still bins its own columns, keeps its own split records and talks only through serialised
+messages, exactly as it would across hosts; only the transport differs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .config import BoostParams
+from .core.binning import fit_bins
+from .core.boosting import Booster, TreeProgress, Validation
+from .core.columns import PartyColumns
+from .core.loss import make_objective
+from .core.split import SplitCriteria
+from .data import PartyData, align_parties
+from .errors import DataError
+from .labels import encode_labels
+from .model_files import ActiveModel, PassiveModel, load_model_dir, save_models
+from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
+from .parties.messages import RunNote
+from .parties.passive import PassiveParty
+from .protocols.registry import get_protocol
+from .transport.inmemory import InMemoryChannel
+from .transport.transcript import TranscriptWriter
+
+__all__ = ["FederatedModel", "TrainingRun", "train_local"]
+
+
+@dataclass
+class TrainingRun:
+    """What a training run reports besides the model."""
+
+    protocol: str
+    objective: str
+    n_rows: int
+    train_seconds: float
+    traffic: dict[str, Any]
+    trees: list[TreeProgress] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "protocol": self.protocol,
+            "objective": self.objective,
+            "n_samples": self.n_rows,
+            "train_seconds": round(self.train_seconds, 4),
+            **self.traffic,
+            "per_tree": [
+                {"tree": t.tree_index, "leaves": t.n_leaves, "seconds": round(t.seconds, 4),
+                 **({"valid_metric": t.valid_metric} if t.valid_metric is not None else {})}
+                for t in self.trees
+            ],
+        }
+
+
+@dataclass
+class FederatedModel:
+    """Every party's share of a trained model, as held by a local run."""
+
+    active: ActiveModel
+    passives: list[PassiveModel]
+
+    @property
+    def n_trees(self) -> int:
+        return len(self.active.ensemble.trees)
+
+    def save(self, model_dir: str | Path) -> list[Path]:
+        return save_models(model_dir, self.active, self.passives)
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> "FederatedModel":
+        active, passives = load_model_dir(model_dir)
+        return cls(active, passives)
+
+    def _channel(self, passive_features: list[np.ndarray]) -> InMemoryChannel | None:
+        if len(passive_features) != len(self.passives):
+            raise DataError(f"the model has {len(self.passives)} passive parties, got data for {len(passive_features)}")
+        handlers = {}
+        for model, features in zip(self.passives, passive_features):
+            party = PassiveParty(model.index, model.name, model.feature_names, model.owner)
+            party.add_dataset("predict", features)
+            handlers[model.index] = party.handle
+        return InMemoryChannel(handlers) if handlers else None
+
+    def predict_margin(self, active_features: np.ndarray, passive_features: list[np.ndarray]) -> tuple[np.ndarray, dict]:
+        channel = self._channel(passive_features)
+        oracle = FederatedOracle(channel, "predict", self.active.owner, active_features)
+        margin = self.active.ensemble.margin(active_features.shape[0], oracle)
+        traffic = channel.traffic.to_dict() if channel is not None else {"bytes_total": 0}
+        return margin, traffic
+
+    def predict(self, active_features: np.ndarray, passive_features: list[np.ndarray]) -> np.ndarray:
+        """Probability of the second class (binary), class probabilities, or values."""
+        margin, _ = self.predict_margin(active_features, passive_features)
+        return self.active.ensemble.loss.predict(margin)
+
+
+def _columns(party: PartyData, params: BoostParams) -> PartyColumns:
+    bins = fit_bins(party.features, params.max_bin)
+    return PartyColumns(bins, bins.transform(party.features))
+
+
+def train_local(
+    active: PartyData,
+    passives: list[PartyData],
+    params: BoostParams,
+    protocol: str = "plain",
+    *,
+    validation: tuple[PartyData, list[PartyData]] | None = None,
+    transcript: str | Path | None = None,
+    on_tree: Callable[[TreeProgress], None] | None = None,
+) -> tuple[FederatedModel, TrainingRun]:
+    """Train with every party in this process; returns the model and the run's report."""
+    spec = get_protocol(protocol)
+    passives = align_parties(active, passives)
+    y, classes, objective_name = encode_labels(active, params.objective)
+    objective = make_objective(objective_name, len(classes) if classes else 2)
+    if validation is not None:
+        valid_active, valid_passives = validation
+        valid_passives = align_parties(valid_active, valid_passives)
+        valid_y = _encode_like(valid_active, classes, objective_name)
+
+    started = time.perf_counter()
+    active_columns = _columns(active, params)
+    parties = []
+    for index, data in enumerate(passives, start=1):
+        columns = _columns(data, params)
+        party = PassiveParty(index, data.name, list(data.feature_names), columns.owner,
+                             columns=columns, protocol=spec.make_passive(columns, params),
+                             protocol_name=protocol)
+        party.add_dataset("train", data.features)
+        if validation is not None:
+            party.add_dataset("valid", valid_passives[index - 1].features)
+        parties.append(party)
+    channel = InMemoryChannel({p.index: p.handle for p in parties})
+    writer = TranscriptWriter(transcript) if transcript is not None else None
+    channel.transcript = writer
+    progress: list[TreeProgress] = []
+
+    def report_tree(item: TreeProgress) -> None:
+        progress.append(item)
+        if on_tree is not None:
+            on_tree(item)
+
+    try:
+        if writer is not None:
+            writer.note(RunNote(protocol, json.dumps({
+                "params": params.to_dict(), "objective": objective_name, "n_rows": active.n_rows,
+                "active_features": list(active.feature_names),
+                "passive_parties": [{"index": p.index, "name": p.name, "n_features": len(p.feature_names)}
+                                    for p in parties],
+            })))
+        hello = handshake(channel, protocol, active.n_rows, params.max_bin)
+        passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
+        finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins, params)
+        if writer is not None:
+            finder = NotingFinder(finder, writer, objective.n_outputs)
+        booster = Booster(
+            params, objective, finder,
+            FederatedOracle(channel, "train", active_columns.owner, active.features),
+            on_tree=report_tree,
+            on_truncate=lambda keep: (active_columns.owner.keep_trees_below(keep), discard_trees(channel, keep)),
+        )
+        valid = None
+        if validation is not None:
+            valid = Validation(valid_y, FederatedOracle(channel, "valid", active_columns.owner, valid_active.features))
+        ensemble = booster.fit(y, classes=classes, validation=valid)
+        if writer is not None:
+            note_trees(writer, ensemble.trees)
+    except BaseException:
+        if writer is not None:
+            writer.close(complete=False)
+        raise
+    finally:
+        channel.close()
+    seconds = time.perf_counter() - started
+    if writer is not None:
+        writer.close()
+
+    model = FederatedModel(
+        ActiveModel(ensemble, active_columns.owner, list(active.feature_names),
+                    {p.index: p.name for p in parties}, protocol, params.to_dict(), active.label_name),
+        [PassiveModel(p.index, p.name, p.feature_names, p.owner) for p in parties],
+    )
+    run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress)
+    return model, run
+
+
+def _encode_like(party: PartyData, classes: list | None, objective: str) -> np.ndarray:
+    """Validation labels encoded with the training classes."""
+    if party.labels is None:
+        raise DataError(f"{party.source}: validation data has no labels")
+    if classes is None:
+        return party.labels.astype(np.float64)
+    lookup = {str(c): i for i, c in enumerate(classes)}
+    try:
+        return np.array([lookup[str(_as_class(v))] for v in party.labels], dtype=np.float64)
+    except KeyError as exc:
+        raise DataError(f"{party.source}: label value {exc.args[0]} does not occur in the training labels") from None
+
+
+def _as_class(value: Any) -> Any:
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    return value

@@ -1,0 +1,184 @@
+"""Saved models: one versioned JSON file per party, never pickle.
+
+The active party's file holds the tree structure (owner party and record id at each split,
+leaf values) and its own split records; each passive party's file holds only its own split
+records. Files are written to a temporary name and renamed, so a crash never leaves a
+half-written model behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .core.model import Ensemble
+from .core.tree import OwnerTable
+from .errors import ModelFileError
+
+__all__ = ["ActiveModel", "PassiveModel", "save_models", "load_model_dir", "load_active", "load_passive",
+           "FORMAT", "VERSION", "ACTIVE_FILE"]
+
+FORMAT = "teeboost-model"
+VERSION = 1
+ACTIVE_FILE = "active.json"
+
+
+@dataclass
+class ActiveModel:
+    ensemble: Ensemble
+    owner: OwnerTable
+    feature_names: list[str]
+    passive_parties: dict[int, str]  # index -> name
+    protocol: str
+    params: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
+    id_column: str | None = None
+
+
+@dataclass
+class PassiveModel:
+    index: int
+    name: str
+    feature_names: list[str]
+    owner: OwnerTable
+
+
+def passive_file(index: int) -> str:
+    return f"passive-{index}.json"
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def active_payload(model: ActiveModel) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "role": "active",
+        "protocol": model.protocol,
+        "params": model.params,
+        "label": model.label,
+        "id_column": model.id_column,
+        "features": model.feature_names,
+        "records": model.owner.to_list(),
+        "passive_parties": [
+            {"index": i, "name": n, "file": passive_file(i)} for i, n in sorted(model.passive_parties.items())
+        ],
+        "ensemble": model.ensemble.to_dict(),
+    }
+
+
+def passive_payload(model: PassiveModel) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "role": "passive",
+        "index": model.index,
+        "name": model.name,
+        "features": model.feature_names,
+        "records": model.owner.to_list(),
+    }
+
+
+def save_models(model_dir: str | Path, active: ActiveModel | None, passives: list[PassiveModel]) -> list[Path]:
+    """Write whichever parties' files this process holds; returns the paths written."""
+    model_dir = Path(model_dir)
+    written = []
+    for model in passives:
+        path = model_dir / passive_file(model.index)
+        _write_json(path, passive_payload(model))
+        written.append(path)
+    if active is not None:
+        path = model_dir / ACTIVE_FILE
+        _write_json(path, active_payload(active))
+        written.append(path)
+    return written
+
+
+def _read(path: Path, role: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: model file not found") from None
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"{path}: not a readable model file ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ModelFileError(f"{path}: not a teeboost model file")
+    if data.get("version") != VERSION:
+        raise ModelFileError(f"{path}: model format version {data.get('version')!r}; this teeboost reads {VERSION}")
+    if data.get("role") != role:
+        raise ModelFileError(f"{path}: holds the {data.get('role')!r} party's model, expected {role!r}")
+    return data
+
+
+def load_active(path: str | Path) -> ActiveModel:
+    path = Path(path)
+    data = _read(path, "active")
+    try:
+        features = [str(f) for f in data["features"]]
+        model = ActiveModel(
+            ensemble=Ensemble.from_dict(data["ensemble"]),
+            owner=OwnerTable.from_list(data["records"], len(features)),
+            feature_names=features,
+            passive_parties={int(p["index"]): str(p["name"]) for p in data["passive_parties"]},
+            protocol=str(data["protocol"]),
+            params=dict(data.get("params") or {}),
+            label=data.get("label"),
+            id_column=data.get("id_column"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"{path}: malformed active model ({exc})") from None
+    except ModelFileError as exc:
+        raise ModelFileError(f"{path}: {exc}") from None
+    for index, tree in enumerate(model.ensemble.trees):
+        for node in range(tree.n_nodes):
+            party = tree.party[node]
+            if tree.is_leaf(node):
+                continue
+            if party != 0 and party not in model.passive_parties:
+                raise ModelFileError(f"{path}: tree {index} node {node} names unknown party {party}")
+            if party == 0 and tree.record[node] not in model.owner:
+                raise ModelFileError(f"{path}: tree {index} node {node} names unknown record {tree.record[node]}")
+    return model
+
+
+def load_passive(path: str | Path) -> PassiveModel:
+    path = Path(path)
+    data = _read(path, "passive")
+    try:
+        features = [str(f) for f in data["features"]]
+        return PassiveModel(int(data["index"]), str(data["name"]), features,
+                            OwnerTable.from_list(data["records"], len(features)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"{path}: malformed passive model ({exc})") from None
+    except ModelFileError as exc:
+        raise ModelFileError(f"{path}: {exc}") from None
+
+
+def load_model_dir(model_dir: str | Path) -> tuple[ActiveModel, list[PassiveModel]]:
+    """A directory written by a local run: the active file and every passive party's file."""
+    model_dir = Path(model_dir)
+    active = load_active(model_dir / ACTIVE_FILE)
+    passives = []
+    for index, name in sorted(active.passive_parties.items()):
+        passive = load_passive(model_dir / passive_file(index))
+        if passive.index != index:
+            raise ModelFileError(f"{model_dir / passive_file(index)}: holds party {passive.index}, expected {index}")
+        passives.append(passive)
+    return active, passives

@@ -1,0 +1,1 @@
+"""Role logic of the active and passive parties, driven only by messages."""

@@ -1,0 +1,98 @@
+"""The active party's side of the federation that is not split finding: the handshake,
+routing questions for prediction, and the notes it keeps in its transcript."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..core.grower import SplitFinder
+from ..core.predict import Question, RoutingOracle
+from ..core.tree import OwnerTable, Tree
+from ..errors import ProtocolError
+from ..protocols.partition import pack_rows
+from ..transport.base import Channel
+from ..transport.transcript import TranscriptWriter
+from .messages import DiscardTrees, GradientsNote, Hello, HelloReply, RouteRequest, TreeNote
+
+__all__ = ["FederatedOracle", "handshake", "discard_trees", "NotingFinder", "note_trees"]
+
+
+def handshake(channel: Channel, protocol: str, n_rows: int, max_bin: int) -> dict[int, HelloReply]:
+    """Agree on protocol, row count and binning with every passive party."""
+    replies = channel.request_all(
+        {p: Hello(protocol, p, n_rows, max_bin) for p in channel.parties}
+    )
+    for party, reply in replies.items():
+        if reply.n_rows != n_rows:
+            raise ProtocolError(f"party {party} ({reply.name}) holds {reply.n_rows} rows, expected {n_rows}")
+        if reply.n_value_bins.size == 0 or np.any(reply.n_value_bins < 1) or np.any(reply.n_value_bins > max_bin):
+            raise ProtocolError(f"party {party} ({reply.name}) reported invalid bin counts")
+    return replies
+
+
+def discard_trees(channel: Channel, keep: int) -> None:
+    channel.request_all({p: DiscardTrees(keep) for p in channel.parties})
+
+
+class FederatedOracle(RoutingOracle):
+    """Routes rows of one dataset: own splits locally, others by asking their owners."""
+
+    def __init__(self, channel: Channel | None, dataset: str, owner: OwnerTable, raw: np.ndarray) -> None:
+        self.channel = channel
+        self.dataset = dataset
+        self.owner = owner
+        self.raw = raw
+
+    def route(self, questions: dict[int, list[Question]]) -> dict[int, list[np.ndarray]]:
+        answers: dict[int, list[np.ndarray]] = {}
+        requests = {}
+        for party, asked in questions.items():
+            if party == 0:
+                answers[0] = [self.owner.go_left(self.raw, record, rows) for record, rows in asked]
+                continue
+            offsets, rows = pack_rows([rows for _, rows in asked])
+            records = np.array([record for record, _ in asked], dtype=np.int64)
+            requests[party] = RouteRequest(self.dataset, records, offsets, rows)
+        if requests:
+            if self.channel is None:
+                raise ProtocolError("model has passive splits but no passive party is connected")
+            for party, reply in self.channel.request_all(requests).items():
+                sizes = [rows.size for _, rows in questions[party]]
+                total = int(sum(sizes))
+                if reply.n_answers != total or reply.bits.size != (total + 7) // 8:
+                    raise ProtocolError(f"party {party} answered {reply.n_answers} routing questions, expected {total}")
+                flat = np.unpackbits(reply.bits, count=total).astype(bool)
+                answers[party] = np.split(flat, np.cumsum(sizes)[:-1])
+        return answers
+
+
+class NotingFinder(SplitFinder):
+    """Wraps a protocol's finder and notes the active party's own gradients per tree."""
+
+    def __init__(self, inner: SplitFinder, transcript: TranscriptWriter, outputs_per_round: int) -> None:
+        self.inner = inner
+        self.transcript = transcript
+        self.outputs = outputs_per_round
+
+    def begin_tree(self, tree_index, rows, gradients):
+        self.transcript.note(
+            GradientsNote(tree_index, tree_index % self.outputs, gradients.codec.frac_bits,
+                          rows.astype(np.uint32), gradients.g[rows], gradients.h[rows])
+        )
+        self.inner.begin_tree(tree_index, rows, gradients)
+
+    def find_splits(self, nodes, node_rows):
+        return self.inner.find_splits(nodes, node_rows)
+
+    def apply_splits(self, splits, children):
+        return self.inner.apply_splits(splits, children)
+
+    def end_tree(self):
+        self.inner.end_tree()
+
+
+def note_trees(transcript: TranscriptWriter, trees: list[Tree]) -> None:
+    for index, tree in enumerate(trees):
+        transcript.note(TreeNote(index, json.dumps(tree.to_dict())))

@@ -1,0 +1,102 @@
+"""Messages every protocol shares: the handshake, routing questions, model finalisation,
+and the active party's own notes in its transcript."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..transport.serde import array_field, message
+
+__all__ = [
+    "Hello", "HelloReply", "RouteRequest", "RouteReply", "DiscardTrees", "Ack",
+    "GradientsNote", "TreeNote", "RunNote",
+]
+
+
+@message
+@dataclass(frozen=True)
+class Hello:
+    """Active -> passive: the protocol and binning both sides must agree on."""
+
+    protocol: str
+    party_index: int
+    n_rows: int
+    max_bin: int
+
+
+@message
+@dataclass(frozen=True)
+class HelloReply:
+    """Passive -> active: its name and the shape of its histograms (bins per feature)."""
+
+    name: str
+    n_rows: int
+    n_value_bins: np.ndarray = array_field("int32", 1)
+
+
+@message
+@dataclass(frozen=True)
+class RouteRequest:
+    """Which of ``rows`` go left at record ``records[i]``? Rows of question i are
+    ``rows[offsets[i]:offsets[i+1]]`` of the named dataset."""
+
+    dataset: str
+    records: np.ndarray = array_field("int64", 1)
+    offsets: np.ndarray = array_field("int64", 1)
+    rows: np.ndarray = array_field("uint32", 1)
+
+
+@message
+@dataclass(frozen=True)
+class RouteReply:
+    """Go-left answers for all questions, concatenated and bit-packed."""
+
+    n_answers: int
+    bits: np.ndarray = array_field("uint8", 1)
+
+
+@message
+@dataclass(frozen=True)
+class DiscardTrees:
+    """Early stopping kept the first ``keep`` trees: drop split records of later ones."""
+
+    keep: int
+
+
+@message
+@dataclass(frozen=True)
+class Ack:
+    """Request done, nothing to return."""
+
+
+@message
+@dataclass(frozen=True)
+class GradientsNote:
+    """Transcript note: the active party's own fixed-point gradients of one tree."""
+
+    tree: int
+    output: int
+    frac_bits: int
+    rows: np.ndarray = array_field("uint32", 1)
+    g: np.ndarray = array_field("int64", 1)
+    h: np.ndarray = array_field("int64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class TreeNote:
+    """Transcript note: the structure of a finished tree (JSON of ``Tree.to_dict``)."""
+
+    tree: int
+    structure: str
+
+
+@message
+@dataclass(frozen=True)
+class RunNote:
+    """Transcript note written first: protocol, parameters and party layout (JSON)."""
+
+    protocol: str
+    detail: str

@@ -1,0 +1,1 @@
+"""Split-finding protocols. Each module holds both roles' sides of one protocol."""

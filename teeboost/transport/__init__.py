@@ -1,0 +1,1 @@
+"""How parties talk: typed messages, one serialiser, channels that count every byte."""
