@@ -23,7 +23,7 @@ from .core.loss import make_objective
 from .core.split import SplitCriteria
 from .data import PartyData, align_parties
 from .errors import DataError
-from .labels import encode_labels
+from .labels import encode_labels, encode_with_classes
 from .model_files import ActiveModel, PassiveModel, load_model_dir, save_models
 from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
 from .parties.messages import RunNote
@@ -126,7 +126,7 @@ def train_local(
     if validation is not None:
         valid_active, valid_passives = validation
         valid_passives = align_parties(valid_active, valid_passives)
-        valid_y = _encode_like(valid_active, classes, objective_name)
+        valid_y = encode_with_classes(valid_active, classes)
 
     started = time.perf_counter()
     active_columns = _columns(active, params)
@@ -193,21 +193,3 @@ def train_local(
     run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress)
     return model, run
 
-
-def _encode_like(party: PartyData, classes: list | None, objective: str) -> np.ndarray:
-    """Validation labels encoded with the training classes."""
-    if party.labels is None:
-        raise DataError(f"{party.source}: validation data has no labels")
-    if classes is None:
-        return party.labels.astype(np.float64)
-    lookup = {str(c): i for i, c in enumerate(classes)}
-    try:
-        return np.array([lookup[str(_as_class(v))] for v in party.labels], dtype=np.float64)
-    except KeyError as exc:
-        raise DataError(f"{party.source}: label value {exc.args[0]} does not occur in the training labels") from None
-
-
-def _as_class(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return int(value)
-    return value

@@ -10,7 +10,7 @@ from .core.loss import infer_objective
 from .data import PartyData
 from .errors import DataError
 
-__all__ = ["encode_labels"]
+__all__ = ["encode_labels", "encode_with_classes"]
 
 
 def _plain(value: Any) -> Any:
@@ -47,3 +47,24 @@ def encode_labels(party: PartyData, objective: str | None) -> tuple[np.ndarray, 
     classes = [_plain(v) for v in distinct]
     y = np.searchsorted(distinct, labels).astype(np.float64)
     return y, classes, objective
+
+
+def encode_with_classes(party: PartyData, classes: list | None) -> np.ndarray:
+    """Labels of held-out or validation rows, encoded with the training run's classes."""
+    if party.labels is None:
+        raise DataError(f"{party.source}: these rows have no label column")
+    if classes is None:
+        if party.labels.dtype == object:
+            raise DataError(f"{party.source}: label column {party.label_name!r} is text; regression needs numbers")
+        return party.labels.astype(np.float64)
+    lookup = {str(c): i for i, c in enumerate(classes)}
+    encoded = np.empty(party.labels.size, dtype=np.float64)
+    for position, value in enumerate(party.labels):
+        key = str(_plain(value)) if not isinstance(value, str) else value
+        if key not in lookup:
+            raise DataError(
+                f"{party.source}: label value {value!r} in data row {position + 1} "
+                "does not occur in the training labels"
+            )
+        encoded[position] = lookup[key]
+    return encoded

@@ -1,0 +1,320 @@
+"""``teeboost train | predict | demo``: the command-line face of the same Python API.
+
+Output contract: human-readable lines by default; with ``--json`` exactly one JSON object
+on stdout. Errors go to stderr with exit code 2 (bad input) or 1 (anything else), and a
+run that fails writes no model and no transcript.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .config import BoostParams
+from .core.boosting import TreeProgress
+from .data import PartyData, align_parties, read_csv, split_columns, train_test_rows
+from .datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, bundled_path, load_give_me_some_credit
+from .errors import DataError, TeeboostError
+from .estimator import party_features
+from .federation import FederatedModel, train_local
+from .labels import encode_with_classes
+from .metrics import evaluate
+from .protocols.registry import PROTOCOLS
+
+__all__ = ["main"]
+
+_CONTRACT_PROTOCOLS = ("plain", "secureboost", "ntee", "onetee")
+
+
+def _add_training_options(parser: argparse.ArgumentParser) -> None:
+    data = parser.add_argument_group("data (default: the bundled Give Me Some Credit sample and its default split)")
+    data.add_argument("--data", type=Path, help="one CSV with every party's columns")
+    data.add_argument("--label", help="label column (held by the active party)")
+    data.add_argument("--passive-columns", action="append", metavar="A,B,...",
+                      help="columns of one passive party; repeat for more passive parties")
+    data.add_argument("--active-data", type=Path, help="the active party's own CSV (with --passive-data)")
+    data.add_argument("--passive-data", type=Path, action="append", metavar="FILE",
+                      help="one passive party's CSV; repeat for more passive parties")
+    data.add_argument("--id", dest="id_column", help="row id column present in every party's data")
+    train = parser.add_argument_group("training")
+    train.add_argument("--protocol", default="plain", choices=_CONTRACT_PROTOCOLS)
+    train.add_argument("--objective", choices=("binary", "multiclass", "regression"))
+    defaults = BoostParams()
+    train.add_argument("--n-trees", type=int, default=defaults.n_trees)
+    train.add_argument("--max-depth", type=int, default=defaults.max_depth)
+    train.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    train.add_argument("--subsample", type=float, default=defaults.subsample)
+    train.add_argument("--reg-lambda", type=float, default=defaults.reg_lambda)
+    train.add_argument("--min-child-weight", type=float, default=defaults.min_child_weight)
+    train.add_argument("--min-split-gain", type=float, default=defaults.min_split_gain)
+    train.add_argument("--min-samples-leaf", type=int, default=defaults.min_samples_leaf)
+    train.add_argument("--max-bin", type=int, default=defaults.max_bin)
+    train.add_argument("--random-state", type=int, default=defaults.random_state)
+    train.add_argument("--early-stopping-rounds", type=int, default=None,
+                       help="stop when the validation metric has not improved for N rounds")
+    train.add_argument("--validation-size", type=float, default=0.2,
+                       help="share of training rows held for early stopping (with --early-stopping-rounds)")
+    train.add_argument("--test-size", type=float, default=0.3, help="held-out share for the reported metric")
+    out = parser.add_argument_group("output")
+    out.add_argument("--model-dir", type=Path, default=Path("teeboost-model"),
+                     help="where each party's model file is written (default: ./teeboost-model)")
+    out.add_argument("--transcript", type=Path, help="record the active party's view of the run to this file")
+    out.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+
+
+def _params(args: argparse.Namespace) -> BoostParams:
+    return BoostParams(
+        objective=args.objective, n_trees=args.n_trees, max_depth=args.max_depth,
+        learning_rate=args.learning_rate, subsample=args.subsample, reg_lambda=args.reg_lambda,
+        min_child_weight=args.min_child_weight, min_split_gain=args.min_split_gain,
+        min_samples_leaf=args.min_samples_leaf, max_bin=args.max_bin, random_state=args.random_state,
+        early_stopping_rounds=args.early_stopping_rounds,
+    )
+
+
+def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]:
+    if args.active_data or args.passive_data:
+        if args.data or args.passive_columns:
+            raise DataError("give either --data with --passive-columns, or --active-data with --passive-data")
+        if not (args.active_data and args.passive_data and args.label):
+            raise DataError("--active-data needs --label and at least one --passive-data")
+        active = PartyData.from_csv(args.active_data, id_column=args.id_column, label=args.label,
+                                    name="active", require_label=True)
+        passives = [PartyData.from_csv(path, id_column=args.id_column, name=f"passive-{i}")
+                    for i, path in enumerate(args.passive_data, start=1)]
+        return active, passives
+    if args.data is None:
+        if args.label or args.passive_columns:
+            raise DataError("--label/--passive-columns need --data")
+        frame = load_give_me_some_credit()
+        return split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL,
+                             id_column=GIVE_ME_SOME_CREDIT_ID, source=str(bundled_path()))
+    if not args.label or not args.passive_columns:
+        raise DataError("--data needs --label and at least one --passive-columns A,B,...")
+    frame = read_csv(args.data, id_column=args.id_column)
+    groups = [[c.strip() for c in spec.split(",") if c.strip()] for spec in args.passive_columns]
+    return split_columns(frame, groups, label=args.label, id_column=args.id_column, source=str(args.data))
+
+
+class _Progress:
+    """A progress bar per tree on a terminal; silent otherwise."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="tree", file=sys.stderr, desc="training", leave=False)
+
+    def __call__(self, item: TreeProgress) -> None:
+        if self.bar is not None:
+            postfix = {"leaves": item.n_leaves}
+            if item.valid_metric is not None:
+                postfix["valid"] = f"{item.valid_metric:.4f}"
+            self.bar.set_postfix(postfix)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _run_training(args: argparse.Namespace) -> dict[str, Any]:
+    if args.protocol not in PROTOCOLS:
+        raise DataError(
+            f"protocol {args.protocol!r} is not implemented in this version of teeboost "
+            f"(available: {', '.join(sorted(PROTOCOLS))})"
+        )
+    params = _params(args)
+    active, passives = _load_parties(args)
+    passives_aligned = align_parties(active, passives)
+    train_rows, test_rows = train_test_rows(active.n_rows, args.test_size, params.random_state)
+    validation = None
+    if params.early_stopping_rounds is not None:
+        fit_rows, valid_rows = train_test_rows(train_rows.size, args.validation_size, params.random_state + 1)
+        valid_rows, train_rows = train_rows[valid_rows], train_rows[fit_rows]
+        validation = (active.take(valid_rows), [p.take(valid_rows) for p in passives_aligned])
+    n_outputs = 1
+    if params.objective == "multiclass" or (params.objective is None and active.labels is not None
+                                            and len(np.unique(active.labels)) > 2):
+        n_outputs = len(np.unique(active.labels))
+    progress = _Progress(params.n_trees * n_outputs, sys.stderr.isatty() and not args.json)
+    try:
+        model, run = train_local(
+            active.take(train_rows), [p.take(train_rows) for p in passives_aligned], params, args.protocol,
+            validation=validation, transcript=args.transcript, on_tree=progress,
+        )
+    finally:
+        progress.close()
+    objective = model.active.ensemble.objective
+    metric = model.active.ensemble.loss.metric
+    value = None
+    if test_rows.size:
+        test_active = active.take(test_rows)
+        active_x, passive_x = party_features(model, test_active, [p.take(test_rows) for p in passives_aligned])
+        y_test = encode_with_classes(test_active, model.active.ensemble.classes)
+        value = evaluate(metric, y_test, model.predict(active_x, passive_x))
+    model.active.id_column = args.id_column or (GIVE_ME_SOME_CREDIT_ID if args.data is None and not args.active_data else None)
+    written = model.save(args.model_dir)
+    report = {
+        "protocol": args.protocol,
+        "objective": objective,
+        "n_samples": int(train_rows.size),
+        "n_test": int(test_rows.size),
+        "n_trees": model.n_trees,
+        "metric": metric,
+        "value": value,
+        "train_seconds": round(run.train_seconds, 4),
+        "bytes_total": run.traffic["bytes_total"],
+        "bytes": run.traffic["bytes"],
+        "bytes_by_message": run.traffic["bytes_by_message"],
+        "messages": run.traffic["messages"],
+        "parties": {"active": list(model.active.feature_names),
+                    **{f"passive-{m.index}": list(m.feature_names) for m in model.passives}},
+        "model_files": [str(p) for p in written],
+        "transcript": str(args.transcript) if args.transcript else None,
+        "per_tree": run.to_dict()["per_tree"],
+    }
+    return report
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    value = "n/a (no held-out rows)" if report["value"] is None else f"{report['value']:.4f}"
+    print(f"protocol        {report['protocol']}")
+    print(f"objective       {report['objective']}  ({report['n_samples']} training rows, {report['n_test']} held out)")
+    for name, columns in report["parties"].items():
+        print(f"  {name:<13} {len(columns)} features: {', '.join(columns)}")
+    print(f"trees           {report['n_trees']}")
+    print(f"held-out {report['metric']:<6} {value}")
+    print(f"train time      {report['train_seconds']:.3f} s")
+    print(f"bytes           {report['bytes_total']:,} total: "
+          f"{report['bytes']['active_to_passive']:,} active->passive, "
+          f"{report['bytes']['passive_to_active']:,} passive->active ({report['messages']} messages)")
+    print(f"model files     {', '.join(report['model_files'])}")
+    if report["transcript"]:
+        print(f"transcript      {report['transcript']}")
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    report = _run_training(args)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print_report(report)
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    model = FederatedModel.load(args.model_dir)
+    id_column = model.active.id_column
+    frame = read_csv(args.data, id_column=id_column)
+    if id_column is not None and id_column not in frame.columns:
+        id_column = None
+    source = str(args.data)
+    drop = [c for c in (model.active.label,) if c is not None and c in frame.columns]
+    features = frame.drop(columns=drop)
+    active = PartyData.from_frame(features[[c for c in features.columns if c in model.active.feature_names or c == id_column]],
+                                  id_column=id_column, name="active", source=source, check_constant=False)
+    passives = [PartyData.from_frame(features[[c for c in features.columns if c in m.feature_names or c == id_column]],
+                                     id_column=id_column, name=m.name, source=source, check_constant=False)
+                for m in model.passives]
+    active_x, passive_x = party_features(model, active, passives)
+    margin, traffic = model.predict_margin(active_x, passive_x)
+    prediction = model.active.ensemble.loss.predict(margin)
+    out = pd.DataFrame()
+    if id_column is not None:
+        out[id_column] = frame[id_column].astype(str)
+    ensemble = model.active.ensemble
+    if ensemble.objective == "binary":
+        out[f"probability_{ensemble.classes[1]}"] = prediction
+        out["prediction"] = np.where(prediction >= 0.5, ensemble.classes[1], ensemble.classes[0])
+    elif ensemble.objective == "multiclass":
+        for k, label in enumerate(ensemble.classes):
+            out[f"probability_{label}"] = prediction[:, k]
+        out["prediction"] = np.asarray(ensemble.classes, dtype=object)[np.argmax(prediction, axis=1)]
+    else:
+        out["prediction"] = prediction
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.output.with_name(args.output.name + ".partial")
+    out.to_csv(tmp, index=False)
+    tmp.replace(args.output)
+    summary = {"rows": len(out), "output": str(args.output), "bytes_total": traffic["bytes_total"]}
+    print(json.dumps(summary) if args.json else
+          f"wrote {len(out)} predictions to {args.output} ({traffic['bytes_total']:,} bytes of routing questions)")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    print("teeboost demo: Give Me Some Credit sample (bundled), one active and one passive party, "
+          "in-memory federation", file=sys.stderr)
+    demo_args = argparse.Namespace(**{**vars(_DEMO_DEFAULTS), "model_dir": args.model_dir, "json": args.json})
+    started = time.perf_counter()
+    reports = []
+    for protocol in sorted(PROTOCOLS):
+        demo_args.protocol = protocol
+        demo_args.model_dir = args.model_dir / protocol
+        reports.append(_run_training(demo_args))
+    if args.json:
+        print(json.dumps({"demo": reports, "seconds": round(time.perf_counter() - started, 3)}))
+        return 0
+    for report in reports:
+        _print_report(report)
+        print()
+    print(f"{'protocol':<12} {report['metric']:>8} {'train s':>8} {'bytes':>12}")
+    for report in reports:
+        print(f"{report['protocol']:<12} {report['value']:>8.4f} {report['train_seconds']:>8.3f} {report['bytes_total']:>12,}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="teeboost", description="Vertical federated gradient boosting.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train a model across parties (all in this process)")
+    _add_training_options(train)
+    train.set_defaults(func=_cmd_train)
+    predict = sub.add_parser("predict", help="predict with a saved model (one prediction per input row)")
+    predict.add_argument("--model-dir", type=Path, required=True)
+    predict.add_argument("--data", type=Path, required=True, help="CSV with every party's columns")
+    predict.add_argument("--output", type=Path, required=True, help="CSV to write")
+    predict.add_argument("--json", action="store_true")
+    predict.set_defaults(func=_cmd_predict)
+    demo = sub.add_parser("demo", help="train every available protocol on the bundled data and compare")
+    demo.add_argument("--model-dir", type=Path, default=Path("teeboost-demo"))
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+_DEMO_DEFAULTS = argparse.Namespace()
+
+
+def _init_demo_defaults() -> None:
+    probe = argparse.ArgumentParser()
+    _add_training_options(probe)
+    vars(_DEMO_DEFAULTS).update(vars(probe.parse_args([])))
+
+
+_init_demo_defaults()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TeeboostError as exc:
+        print(f"teeboost: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("teeboost: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

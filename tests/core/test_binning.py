@@ -1,0 +1,65 @@
+import numpy as np
+import pytest
+
+from teeboost.core.binning import bin_dtype, fit_bins
+from teeboost.errors import ConfigError
+
+
+def test_split_at_bin_equals_raw_threshold_comparison():
+    rng = np.random.default_rng(1)
+    raw = rng.normal(size=(5000, 3))
+    raw[rng.random(raw.shape) < 0.1] = np.nan
+    bins = fit_bins(raw, max_bin=16)
+    binned = bins.transform(raw)
+    for feature in range(3):
+        for b in range(bins.cuts[feature].size):
+            threshold = bins.threshold(feature, b)
+            present = ~np.isnan(raw[:, feature])
+            by_bin = binned[present, feature] <= b
+            by_value = raw[present, feature] <= threshold
+            assert np.array_equal(by_bin, by_value)
+
+
+def test_missing_values_get_their_own_bin():
+    raw = np.array([[1.0], [np.nan], [2.0], [3.0]])
+    bins = fit_bins(raw, max_bin=8)
+    assert bins.transform(raw)[:, 0].tolist() == [0, 8, 1, 2]
+    assert bins.missing_bin == 8
+
+
+def test_few_distinct_values_each_get_a_bin():
+    raw = np.repeat([[0.0], [1.0], [5.0]], [100, 3, 50], axis=0)
+    bins = fit_bins(raw, max_bin=32)
+    assert bins.cuts[0].tolist() == [0.0, 1.0]  # the rare value 1.0 keeps its own bin
+    assert bins.n_value_bins.tolist() == [3]
+
+
+def test_many_values_use_at_most_max_bin_bins_of_similar_size():
+    raw = np.random.default_rng(2).exponential(size=(100_000, 1))
+    bins = fit_bins(raw, max_bin=32)
+    counts = np.bincount(bins.transform(raw)[:, 0])
+    assert bins.n_value_bins[0] <= 32
+    assert counts.max() < 2 * counts.min()
+
+
+def test_all_missing_and_constant_columns_cannot_split():
+    raw = np.array([[np.nan, 4.0], [np.nan, 4.0]])
+    bins = fit_bins(raw, max_bin=4)
+    assert bins.n_value_bins.tolist() == [1, 1]
+
+
+def test_dtype_and_range():
+    assert bin_dtype(255) == np.uint8
+    assert bin_dtype(256) == np.uint16
+    with pytest.raises(ConfigError, match="max_bin=65536"):
+        bin_dtype(65536)
+    with pytest.raises(ConfigError, match="max_bin=1"):
+        fit_bins(np.zeros((2, 1)), 1)
+
+
+def test_large_max_bin_uses_uint16():
+    raw = np.arange(1000, dtype=float)[:, None]
+    bins = fit_bins(raw, max_bin=600)
+    binned = bins.transform(raw)
+    assert binned.dtype == np.uint16
+    assert bins.n_value_bins[0] <= 600

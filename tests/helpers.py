@@ -1,0 +1,33 @@
+"""Comparisons shared by protocol tests: models must match the reference exactly."""
+
+from __future__ import annotations
+
+from teeboost.core.model import Ensemble
+from teeboost.core.tree import OwnerTable
+
+
+def split_descriptions(ensemble: Ensemble, tables: dict[int, tuple[OwnerTable, list[str]]]) -> list:
+    """Every tree as nested tuples of (feature name, threshold, missing_left) and leaf values.
+
+    Party indices and record ids differ between a central and a vertical run; what each
+    split *means* (which column, which threshold) and every leaf value must not.
+    """
+    out = []
+    for tree in ensemble.trees:
+        nodes = []
+        for node in range(tree.n_nodes):
+            if tree.is_leaf(node):
+                nodes.append(("leaf", tree.value[node], tree.n_rows[node]))
+            else:
+                owner, names = tables[tree.party[node]]
+                record = owner.get(tree.record[node])
+                nodes.append((names[record.feature], record.threshold, record.missing_left,
+                              tree.gain[node], tree.n_rows[node]))
+        out.append((tree.output, tuple(nodes)))
+    return out
+
+
+def federated_descriptions(model) -> list:
+    tables = {0: (model.active.owner, model.active.feature_names)}
+    tables.update({m.index: (m.owner, m.feature_names) for m in model.passives})
+    return split_descriptions(model.active.ensemble, tables)

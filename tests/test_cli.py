@@ -1,0 +1,59 @@
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+
+from teeboost.cli import main
+from teeboost.datasets import bundled_path
+
+REQUIRED = {"protocol", "n_samples", "n_trees", "metric", "value", "train_seconds", "bytes_total", "bytes"}
+
+
+def test_train_json_contract_and_predict(tmp_path, capsys):
+    model_dir = tmp_path / "model"
+    assert main(["train", "--json", "--n-trees", "3", "--model-dir", str(model_dir)]) == 0
+    out = capsys.readouterr().out
+    report = json.loads(out)  # exactly one JSON object
+    assert REQUIRED <= set(report)
+    assert report["protocol"] == "plain" and report["metric"] == "auc" and report["value"] > 0.8
+    assert report["bytes_total"] == sum(report["bytes"].values()) > 0
+    assert report["n_samples"] == 13999 and report["n_trees"] == 3
+
+    output = tmp_path / "predictions.csv"
+    assert main(["predict", "--model-dir", str(model_dir), "--data", str(bundled_path()),
+                 "--output", str(output)]) == 0
+    predictions = pd.read_csv(output)
+    assert len(predictions) == 19999
+    assert predictions["probability_1"].between(0, 1).all()
+
+
+def test_predict_reports_missing_columns(tmp_path, capsys):
+    model_dir = tmp_path / "model"
+    main(["train", "--json", "--n-trees", "1", "--model-dir", str(model_dir)])
+    capsys.readouterr()
+    data = tmp_path / "partial.csv"
+    pd.read_csv(bundled_path()).drop(columns=["age"]).to_csv(data, index=False)
+    assert main(["predict", "--model-dir", str(model_dir), "--data", str(data), "--output",
+                 str(tmp_path / "p.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "'age'" in err and "passive party 1" in err
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_console_script_demo_runs_in_a_fresh_process(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "teeboost.cli", "demo", "--json", "--model-dir", str(tmp_path / "demo")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    reports = json.loads(result.stdout)["demo"]
+    assert {r["protocol"] for r in reports} >= {"plain"}
+    assert all(r["value"] > 0.8 for r in reports)
+
+
+def test_unimplemented_protocol_is_a_clear_error(capsys, tmp_path):
+    code = main(["train", "--protocol", "ntee", "--model-dir", str(tmp_path / "m")])
+    assert code == 2
+    assert "not implemented" in capsys.readouterr().err

@@ -1,0 +1,38 @@
+from collections import Counter
+
+import numpy as np
+
+from teeboost.config import BoostParams
+from teeboost.federation import train_local
+from teeboost.parties.messages import GradientsNote, TreeNote
+from teeboost.protocols.plain import HistogramReply
+from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
+
+
+def test_transcript_holds_the_active_party_view(tmp_path, small_credit):
+    active, passives = small_credit
+    path = tmp_path / "run.tbt"
+    model, run = train_local(active, passives, BoostParams(n_trees=2), transcript=path)
+    records = list(read_transcript(path))
+    kinds = Counter((r.kind, type(r.message).__name__) for r in records)
+    assert kinds[(NOTE, "GradientsNote")] == 2 and kinds[(NOTE, "TreeNote")] == 2
+    assert kinds[(RECEIVED, "HistogramReply")] == kinds[(SENT, "HistogramRequest")] > 0
+    assert not (tmp_path / "run.tbt.partial").exists()
+    # the recorded histograms are the passive party's decrypted-equivalent bin sums
+    replies = [r.message for r in records if isinstance(r.message, HistogramReply)]
+    assert replies[0].sums.shape[1:] == (5, 33, 3)
+    note = next(r.message for r in records if isinstance(r.message, GradientsNote))
+    assert note.rows.size == note.g.size == note.h.size
+    # bytes on the wire match the frames in the transcript
+    assert run.traffic["messages"] == sum(1 for r in records if r.kind in (SENT, RECEIVED))
+
+
+def test_failed_run_leaves_no_transcript(tmp_path, small_credit):
+    active, passives = small_credit
+    path = tmp_path / "run.tbt"
+    broken = passives[0].take(np.arange(passives[0].n_rows - 1))
+    try:
+        train_local(active, [broken], BoostParams(n_trees=1), transcript=path)
+    except Exception:
+        pass
+    assert not path.exists() and not (tmp_path / "run.tbt.partial").exists()
