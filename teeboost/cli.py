@@ -35,7 +35,7 @@ _CONTRACT_PROTOCOLS = ("plain", "secureboost", "ntee", "onetee")
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data (default: the bundled Give Me Some Credit sample and its default split)")
-    data.add_argument("--data", type=Path, help="one CSV with every party's columns")
+    data.add_argument("--data", type=Path, help="one CSV with every party's columns (a Give Me Some Credit file such as Kaggle's cs-training.csv needs nothing else)")
     data.add_argument("--label", help="label column (held by the active party)")
     data.add_argument("--passive-columns", action="append", metavar="A,B,...",
                       help="columns of one passive party; repeat for more passive parties")
@@ -96,6 +96,12 @@ def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]
         frame = load_give_me_some_credit()
         return split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL,
                              id_column=GIVE_ME_SOME_CREDIT_ID, source=str(bundled_path()))
+    if not args.passive_columns and args.label in (None, GIVE_ME_SOME_CREDIT_LABEL):
+        # the full Kaggle cs-training.csv (or a sample of it): use the default split
+        frame = load_give_me_some_credit(args.data)
+        args.id_column = args.id_column or GIVE_ME_SOME_CREDIT_ID
+        return split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL,
+                             id_column=args.id_column, source=str(args.data))
     if not args.label or not args.passive_columns:
         raise DataError("--data needs --label and at least one --passive-columns A,B,...")
     frame = read_csv(args.data, id_column=args.id_column)

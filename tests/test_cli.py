@@ -57,3 +57,12 @@ def test_unimplemented_protocol_is_a_clear_error(capsys, tmp_path):
     code = main(["train", "--protocol", "ntee", "--model-dir", str(tmp_path / "m")])
     assert code == 2
     assert "not implemented" in capsys.readouterr().err
+
+
+def test_full_kaggle_format_file_uses_the_default_split(tmp_path, capsys):
+    # same format as Kaggle's cs-training.csv: unnamed index column, NA for missing
+    kaggle = tmp_path / "cs-training.csv"
+    kaggle.write_text(bundled_path().read_text())
+    assert main(["train", "--json", "--n-trees", "2", "--data", str(kaggle), "--model-dir", str(tmp_path / "m")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "age" in report["parties"]["passive-1"] and report["value"] > 0.8
