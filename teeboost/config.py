@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["BoostParams", "OBJECTIVES", "MAX_BIN_LIMIT"]
+__all__ = ["BoostParams", "ProtocolOptions", "OBJECTIVES", "MAX_BIN_LIMIT"]
 
 OBJECTIVES = ("binary", "multiclass", "regression")
 
@@ -103,6 +103,32 @@ class BoostParams:
         if unknown:
             raise ConfigError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
         return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ProtocolOptions:
+    """Settings of the secure protocols (ignored by ``plain``)."""
+
+    key_bits: int = 2048  # Paillier modulus
+    insecure_key_bits: bool = False  # allow key_bits < 2048 (tests only)
+    pack_gradients: bool = True  # (g, h) of a sample in one plaintext
+    pack_bins: bool = True  # several bin sums per plaintext before decryption
+    crypto_workers: int | None = None  # processes for big-integer work (None: one per core)
+
+    def __post_init__(self) -> None:
+        _check_int("key_bits", self.key_bits, 256, 16384)
+        if self.key_bits % 2:
+            raise ConfigError(f"key_bits={self.key_bits} must be even")
+        if self.key_bits < 2048 and not self.insecure_key_bits:
+            raise ConfigError(
+                f"key_bits={self.key_bits} is below 2048; smaller keys are for tests only "
+                "(set insecure_key_bits to allow them)"
+            )
+        if self.crypto_workers is not None:
+            _check_int("crypto_workers", self.crypto_workers, 1, 256)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .config import BoostParams
+from .config import BoostParams, ProtocolOptions
 from .core.binning import fit_bins
 from .core.boosting import Booster, TreeProgress, Validation
 from .core.columns import PartyColumns
@@ -45,6 +45,7 @@ class TrainingRun:
     train_seconds: float
     traffic: dict[str, Any]
     trees: list[TreeProgress] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per crypto phase
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +54,7 @@ class TrainingRun:
             "n_samples": self.n_rows,
             "train_seconds": round(self.train_seconds, 4),
             **self.traffic,
+            "phases": self.phases,
             "per_tree": [
                 {"tree": t.tree_index, "leaves": t.n_leaves, "seconds": round(t.seconds, 4),
                  **({"valid_metric": t.valid_metric} if t.valid_metric is not None else {})}
@@ -117,9 +119,11 @@ def train_local(
     validation: tuple[PartyData, list[PartyData]] | None = None,
     transcript: str | Path | None = None,
     on_tree: Callable[[TreeProgress], None] | None = None,
+    options: ProtocolOptions | None = None,
 ) -> tuple[FederatedModel, TrainingRun]:
     """Train with every party in this process; returns the model and the run's report."""
     spec = get_protocol(protocol)
+    options = options or ProtocolOptions()
     passives = align_parties(active, passives)
     y, classes, objective_name = encode_labels(active, params.objective)
     objective = make_objective(objective_name, len(classes) if classes else 2)
@@ -134,7 +138,7 @@ def train_local(
     for index, data in enumerate(passives, start=1):
         columns = _columns(data, params)
         party = PassiveParty(index, data.name, list(data.feature_names), columns.owner,
-                             columns=columns, protocol=spec.make_passive(columns, params),
+                             columns=columns, protocol=spec.make_passive(columns, params, options),
                              protocol_name=protocol)
         party.add_dataset("train", data.features)
         if validation is not None:
@@ -144,6 +148,7 @@ def train_local(
     writer = TranscriptWriter(transcript) if transcript is not None else None
     channel.transcript = writer
     progress: list[TreeProgress] = []
+    finder = None
 
     def report_tree(item: TreeProgress) -> None:
         progress.append(item)
@@ -160,7 +165,8 @@ def train_local(
             })))
         hello = handshake(channel, protocol, active.n_rows, params.max_bin)
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
-        finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins, params)
+        finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins,
+                                  params, options)
         if writer is not None:
             finder = NotingFinder(finder, writer, objective.n_outputs)
         booster = Booster(
@@ -180,6 +186,10 @@ def train_local(
             writer.close(complete=False)
         raise
     finally:
+        if finder is not None:
+            finder.close()
+        for party in parties:
+            party.close()
         channel.close()
     seconds = time.perf_counter() - started
     if writer is not None:
@@ -190,6 +200,11 @@ def train_local(
                     {p.index: p.name for p in parties}, protocol, params.to_dict(), active.label_name),
         [PassiveModel(p.index, p.name, p.feature_names, p.owner) for p in parties],
     )
-    run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress)
+    phases = dict(getattr(finder, "timer", {}) or getattr(getattr(finder, "inner", None), "timer", {}) or {})
+    for party in parties:
+        for phase, value in (getattr(party.protocol, "timer", None) or {}).items():
+            phases[phase] = phases.get(phase, 0.0) + value
+    run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress,
+                      {k: round(v, 4) for k, v in phases.items()})
     return model, run
 

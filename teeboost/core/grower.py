@@ -48,6 +48,9 @@ class SplitFinder(ABC):
     def end_tree(self) -> None:
         """The tree is complete (protocols may release per-tree state)."""
 
+    def close(self) -> None:
+        """Training is over: release processes and keys."""
+
 
 @dataclass
 class GrownTree:

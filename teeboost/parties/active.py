@@ -92,6 +92,9 @@ class NotingFinder(SplitFinder):
     def end_tree(self):
         self.inner.end_tree()
 
+    def close(self):
+        self.inner.close()
+
 
 def note_trees(transcript: TranscriptWriter, trees: list[Tree]) -> None:
     for index, tree in enumerate(trees):

@@ -50,6 +50,12 @@ class PassiveParty:
             raise ValueError(f"dataset {name!r} must have {len(self.feature_names)} columns")
         self._datasets[name] = raw
 
+    def close(self) -> None:
+        """Release the protocol's processes and keys."""
+        close = getattr(self.protocol, "close", None)
+        if close is not None:
+            close()
+
     def handle(self, msg: Any) -> Any:
         if isinstance(msg, Hello):
             return self._hello(msg)

@@ -7,13 +7,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..config import BoostParams
+from ..config import BoostParams, ProtocolOptions
 from ..core.columns import PartyColumns
 from ..core.grower import SplitFinder
 from ..core.split import SplitCriteria
 from ..errors import ConfigError
 from ..transport.base import Channel
-from . import plain
+from . import plain, secureboost
 
 __all__ = ["ProtocolSpec", "PROTOCOLS", "get_protocol"]
 
@@ -22,17 +22,25 @@ __all__ = ["ProtocolSpec", "PROTOCOLS", "get_protocol"]
 class ProtocolSpec:
     name: str
     summary: str
-    make_active: Callable[[Channel, PartyColumns, SplitCriteria, dict[int, np.ndarray], BoostParams], SplitFinder]
-    make_passive: Callable[[PartyColumns, BoostParams], Any]
+    make_active: Callable[[Channel, PartyColumns, SplitCriteria, dict[int, np.ndarray], BoostParams,
+                           ProtocolOptions], SplitFinder]
+    make_passive: Callable[[PartyColumns, BoostParams, ProtocolOptions], Any]
 
 
 PROTOCOLS: dict[str, ProtocolSpec] = {
     "plain": ProtocolSpec(
         "plain",
         "no protection: gradients and histograms in the clear (reference and floor)",
-        lambda channel, columns, criteria, bins, params: plain.PlainActive(
+        lambda channel, columns, criteria, bins, params, options: plain.PlainActive(
             channel, columns, criteria, bins, params.max_bin),
-        lambda columns, params: plain.PlainPassive(columns),
+        lambda columns, params, options: plain.PlainPassive(columns),
+    ),
+    "secureboost": ProtocolSpec(
+        "secureboost",
+        "Paillier: encrypted gradients, the active party decrypts every passive bin sum",
+        lambda channel, columns, criteria, bins, params, options: secureboost.SecureBoostActive(
+            channel, columns, criteria, bins, params.max_bin, options),
+        lambda columns, params, options: secureboost.SecureBoostPassive(columns, options),
     ),
 }
 

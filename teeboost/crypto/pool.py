@@ -1,0 +1,191 @@
+"""Big-integer work spread over processes, with keys sent once per worker.
+
+A ``CryptoPool`` starts ``workers`` processes (spawned, so no lock or thread state leaks
+in) that each receive the key material once in their initializer and, for the key holder,
+build the fixed-base encryption tables there. Jobs then carry only numbers: plaintexts as
+Python ints, ciphertexts as fixed-width bytes, bins as numpy arrays. With ``workers <= 1``
+the same functions run in this process, so small jobs and tests skip process start-up.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable
+
+import gmpy2
+import numpy as np
+from gmpy2 import mpz
+
+from ..errors import ProtocolError
+from .paillier import PaillierPrivateKey, PaillierPublicKey
+
+__all__ = ["CryptoPool", "default_workers"]
+
+# per-process key state, by pool id (several pools can live in one process in tests)
+_STATE: dict[str, Any] = {}
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _init(pool_id: str, kind: str, numbers: dict[str, int], window: int) -> None:
+    public = PaillierPublicKey(mpz(numbers["n"]), mpz(numbers["h_s"]))
+    if kind == "private":
+        key = PaillierPrivateKey(public, numbers["p"], numbers["q"], window=window)
+        key.build_tables()
+        _STATE[pool_id] = key
+    else:
+        _STATE[pool_id] = public
+
+
+def _public(pool_id: str) -> PaillierPublicKey:
+    state = _STATE[pool_id]
+    return state.public if isinstance(state, PaillierPrivateKey) else state
+
+
+def _to_bytes(values, width: int) -> bytes:
+    return b"".join(int(v).to_bytes(width, "big") for v in values)
+
+
+def _from_bytes(blob: bytes, width: int) -> list[mpz]:
+    return [mpz.from_bytes(blob[i:i + width], "big") for i in range(0, len(blob), width)]
+
+
+def _encrypt(pool_id: str, plaintexts: list[int]) -> bytes:
+    key: PaillierPrivateKey = _STATE[pool_id]
+    return _to_bytes(key.encrypt_many(plaintexts), key.public.ciphertext_bytes)
+
+
+def _decrypt(pool_id: str, blob: bytes) -> list[int]:
+    key: PaillierPrivateKey = _STATE[pool_id]
+    return [int(m) for m in key.decrypt_many(_from_bytes(blob, key.public.ciphertext_bytes))]
+
+
+def _bin_sums(pool_id: str, blob: bytes, bins: np.ndarray, width: int) -> bytes:
+    """Product of ciphertexts per feature x bin: (features, width) sums as bytes."""
+    public = _public(pool_id)
+    size = public.ciphertext_bytes
+    n2 = public.n_square
+    cts = _from_bytes(blob, size)
+    out = []
+    for feature_bins in bins:
+        order = np.argsort(feature_bins, kind="stable").tolist()
+        counts = np.bincount(feature_bins, minlength=width).tolist()
+        position = 0
+        for count in counts:
+            acc = mpz(1)
+            for row in order[position:position + count]:
+                acc = acc * cts[row] % n2
+            out.append(acc)
+            position += count
+    return _to_bytes(out, size)
+
+
+def _pack(pool_id: str, blob: bytes, group: int, shift: int) -> bytes:
+    """Horner packing of consecutive ciphertexts, ``group`` per output ciphertext."""
+    public = _public(pool_id)
+    size = public.ciphertext_bytes
+    n2 = public.n_square
+    factor = mpz(1) << shift
+    cts = _from_bytes(blob, size)
+    out = []
+    for start in range(0, len(cts), group):
+        acc = cts[start]
+        for c in cts[start + 1:start + group]:
+            acc = gmpy2.powmod(acc, factor, n2) * c % n2
+        out.append(acc)
+    return _to_bytes(out, size)
+
+
+def _ready(pool_id: str) -> bool:
+    return pool_id in _STATE
+
+
+class CryptoPool:
+    """Encrypt, decrypt, sum and pack in parallel under one key."""
+
+    def __init__(self, key: PaillierPrivateKey | PaillierPublicKey, *, workers: int, pool_id: str) -> None:
+        self.pool_id = pool_id
+        self.workers = workers
+        if isinstance(key, PaillierPrivateKey):
+            self.public = key.public
+            kind, numbers = "private", {"n": int(key.public.n), "h_s": int(key.public.h_s),
+                                        "p": int(key.p), "q": int(key.q)}
+            window = key.window
+        else:
+            self.public = key
+            kind, numbers, window = "public", {"n": int(key.n), "h_s": int(key.h_s)}, 12
+        self._executor: ProcessPoolExecutor | None = None
+        if workers > 1:
+            self._executor = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init, initargs=(pool_id, kind, numbers, window),
+            )
+            # start every worker now, so table building overlaps and is paid once
+            for future in [self._executor.submit(_ready, pool_id) for _ in range(workers)]:
+                future.result()
+        else:
+            if kind == "private":
+                key.build_tables()
+                _STATE[pool_id] = key
+            else:
+                _STATE[pool_id] = key
+
+    @property
+    def width(self) -> int:
+        return self.public.ciphertext_bytes
+
+    def _run(self, fn: Callable, jobs: list[tuple]) -> list:
+        try:
+            if self._executor is None:
+                return [fn(self.pool_id, *job) for job in jobs]
+            return list(self._executor.map(fn, [self.pool_id] * len(jobs), *zip(*jobs)))
+        except BrokenProcessPool:
+            raise ProtocolError("a cryptography worker process died (out of memory or killed)") from None
+
+    def _chunks(self, count: int, minimum: int = 64) -> list[tuple[int, int]]:
+        parts = max(1, min(self.workers * 4, count // minimum)) if count else 1
+        edges = np.linspace(0, count, parts + 1).astype(int)
+        return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+    def encrypt(self, plaintexts: list[int]) -> np.ndarray:
+        """(len, width) uint8 ciphertexts."""
+        jobs = [(plaintexts[a:b],) for a, b in self._chunks(len(plaintexts))]
+        blob = b"".join(self._run(_encrypt, jobs))
+        return np.frombuffer(blob, dtype=np.uint8).reshape(len(plaintexts), self.width)
+
+    def decrypt(self, ciphertexts: np.ndarray) -> list[int]:
+        jobs = [(ciphertexts[a:b].tobytes(),) for a, b in self._chunks(len(ciphertexts), 8)]
+        return [m for part in self._run(_decrypt, jobs) for m in part]
+
+    def bin_sums(self, ciphertexts: np.ndarray, bins: np.ndarray, width: int) -> list[mpz]:
+        """Per feature x bin ciphertext sums over the given rows (rows split across workers)."""
+        n2 = self.public.n_square
+        chunks = self._chunks(ciphertexts.shape[0], 2048)
+        jobs = [(ciphertexts[a:b].tobytes(), np.ascontiguousarray(bins[:, a:b]), width) for a, b in chunks]
+        parts = [_from_bytes(blob, self.width) for blob in self._run(_bin_sums, jobs)]
+        total = parts[0]
+        for part in parts[1:]:
+            total = [x * y % n2 for x, y in zip(total, part)]
+        return total
+
+    def pack(self, ciphertexts: list[mpz], group: int, shift: int) -> list[mpz]:
+        if group <= 1:
+            return list(ciphertexts)
+        groups = (len(ciphertexts) + group - 1) // group
+        per_job = max(1, groups // max(1, self.workers * 2))
+        jobs = []
+        for g0 in range(0, groups, per_job):
+            chunk = ciphertexts[g0 * group:(g0 + per_job) * group]
+            jobs.append((_to_bytes(chunk, self.width), group, shift))
+        return [c for blob in self._run(_pack, jobs) for c in _from_bytes(blob, self.width)]
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+        _STATE.pop(self.pool_id, None)

@@ -1,0 +1,226 @@
+"""Protocols in which the active party scores every candidate split (plain, SecureBoost).
+
+Both share the level loop: announce last level's splits, ask every passive party for the
+histograms of this level's nodes while summing its own, score all candidates with the one
+gain function, and ask the winner's owner to partition the node. They differ only in how
+gradients travel out and histograms travel back, which subclasses provide.
+
+Every received histogram is checked against what the active party already knows: for each
+node and feature, bin sums must add up to the node's total gradient, hessian and row count.
+A truncated, tampered or inconsistent reply is refused instead of producing a wrong model.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.columns import PartyColumns
+from ..core.gradients import EncodedGradients, GradientCodec
+from ..core.grower import AppliedSplit, SplitFinder
+from ..core.histogram import CHANNELS
+from ..core.nodes import NodeRows
+from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best
+from ..errors import ProtocolError
+from ..transport.base import Channel
+from ..transport.serde import array_field, message
+from .partition import Announcements, SplitReply, SplitRequest, apply_announcements, pack_rows, unpack_rows
+
+__all__ = ["HistogramRequest", "ActiveScoring", "PassiveScoring", "check_histograms"]
+
+
+@message
+@dataclass(frozen=True)
+class HistogramRequest:
+    """Announce last level's splits, then ask for histograms of ``nodes``."""
+
+    tree: int
+    nodes: np.ndarray = array_field("int32", 1)
+    split_nodes: np.ndarray = array_field("int32", 1)
+    split_lefts: np.ndarray = array_field("int32", 1)
+    split_rights: np.ndarray = array_field("int32", 1)
+    split_offsets: np.ndarray = array_field("int64", 1)
+    split_rows: np.ndarray = array_field("uint32", 1)
+
+
+def check_histograms(hist: np.ndarray, nodes: list[int], node_rows: NodeRows,
+                     gradients: EncodedGradients, party: int) -> None:
+    """Every feature's bins must sum to the node's known (G, H, count)."""
+    for i, node in enumerate(nodes):
+        rows = node_rows.rows(node)
+        g_total, h_total = gradients.totals(rows)
+        sums = hist[i].sum(axis=1)  # (features, 3)
+        if not (np.all(sums[:, 0] == g_total) and np.all(sums[:, 1] == h_total)
+                and np.all(sums[:, 2] == rows.size)):
+            raise ProtocolError(
+                f"histograms from party {party} for node {node} do not add up to the node's "
+                "totals (tampered, truncated or inconsistent reply)"
+            )
+
+
+class ActiveScoring(SplitFinder, ABC):
+    """Active side: own columns locally, passive histograms over the channel."""
+
+    def __init__(self, channel: Channel, columns: PartyColumns, criteria: SplitCriteria,
+                 passive_bins: dict[int, np.ndarray], max_bin: int) -> None:
+        self.channel = channel
+        self.columns = columns
+        self.criteria = criteria
+        self.passive_bins = passive_bins  # party -> value bins per feature
+        self.width = max_bin + 1
+        self.announcements = Announcements()
+        self._tree = -1
+        self._gradients: EncodedGradients | None = None
+        self._node_rows: NodeRows | None = None
+
+    @property
+    def codec(self) -> GradientCodec:
+        return self._gradients.codec
+
+    @abstractmethod
+    def _send_gradients(self, tree_index: int, rows: np.ndarray, gradients: EncodedGradients) -> None:
+        """Give every passive party what it needs to sum this tree's gradients."""
+
+    @abstractmethod
+    def _histograms(self, party: int, reply: Any, nodes: list[int]) -> np.ndarray:
+        """A passive party's reply -> int64 (nodes, features, width, 3) exact sums."""
+
+    def begin_tree(self, tree_index, rows, gradients):
+        self._tree = tree_index
+        self._gradients = gradients
+        self.announcements.clear()
+        self.columns.begin_tree(gradients)
+        self._send_gradients(tree_index, rows, gradients)
+
+    def expected_shape(self, party: int, n_nodes: int) -> tuple[int, ...]:
+        return (n_nodes, self.passive_bins[party].size, self.width, CHANNELS)
+
+    def find_splits(self, nodes, node_rows):
+        self._node_rows = node_rows
+        requests = {
+            party: HistogramRequest(self._tree, np.array(nodes, dtype=np.int32),
+                                    **self.announcements.for_party(party))
+            for party in self.channel.parties
+        }
+        self.announcements.clear()
+        pending = self.channel.submit_all(requests)
+        own = self.columns.best(nodes, node_rows, self.codec, self.criteria)
+        replies = pending.result()
+        candidates: list[list[tuple[int, NodeBest]]] = [[(0, best)] for best in own]
+        for party, reply in sorted(replies.items()):
+            if getattr(reply, "tree", None) != self._tree:
+                raise ProtocolError(f"party {party} answered for tree {getattr(reply, 'tree', None)}, "
+                                    f"not tree {self._tree}")
+            hist = self._histograms(party, reply, nodes)
+            if hist.shape != self.expected_shape(party, len(nodes)):
+                raise ProtocolError(f"party {party} sent histograms of shape {hist.shape}, "
+                                    f"expected {self.expected_shape(party, len(nodes))}")
+            check_histograms(hist, nodes, node_rows, self._gradients, party)
+            for i, best in enumerate(best_splits(hist, self.passive_bins[party], self.codec, self.criteria)):
+                candidates[i].append((party, best))
+        found: list[SplitInfo | None] = []
+        for node, node_candidates in zip(nodes, candidates):
+            winner = pick_global_best(node_candidates)
+            if winner is None:
+                found.append(None)
+            else:
+                party, best = winner
+                found.append(SplitInfo(node, party, best.gain, best.feature, best.bin, best.default_left))
+        return found
+
+    def apply_splits(self, splits, children):
+        results: dict[int, AppliedSplit] = {}
+        by_party: dict[int, list[int]] = {}
+        for i, split in enumerate(splits):
+            by_party.setdefault(split.party, []).append(i)
+        for i in by_party.pop(0, []):
+            split = splits[i]
+            record, left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
+                                              split.bin, split.default_left, self._tree)
+            results[i] = AppliedSplit(record, left)
+        requests = {
+            party: SplitRequest(
+                self._tree,
+                np.array([splits[i].node_id for i in idx], dtype=np.int32),
+                np.array([children[i][0] for i in idx], dtype=np.int32),
+                np.array([children[i][1] for i in idx], dtype=np.int32),
+                np.array([splits[i].feature for i in idx], dtype=np.int32),
+                np.array([splits[i].bin for i in idx], dtype=np.int32),
+                np.array([splits[i].default_left for i in idx], dtype=bool),
+            )
+            for party, idx in by_party.items()
+        }
+        replies = self.channel.request_all(requests) if requests else {}
+        for party, idx in by_party.items():
+            reply = replies[party]
+            if reply.tree != self._tree or reply.records.size != len(idx):
+                raise ProtocolError(f"party {party} returned {reply.records.size} records for {len(idx)} splits")
+            lefts = unpack_rows(reply.left_offsets, reply.left_rows, len(idx),
+                                self._node_rows.n_rows, f"split reply of party {party}")
+            for i, record, left in zip(idx, reply.records, lefts):
+                results[i] = AppliedSplit(int(record), left)
+        ordered = [results[i] for i in range(len(splits))]
+        for split, (left_id, right_id), result in zip(splits, children, ordered):
+            self.announcements.add(split.party, split.node_id, left_id, right_id, result.left_rows)
+        return ordered
+
+
+class PassiveScoring(ABC):
+    """Passive side: tracks node rows, answers histogram requests, applies its own splits."""
+
+    handles: tuple[type, ...] = (HistogramRequest, SplitRequest)
+
+    def __init__(self, columns: PartyColumns) -> None:
+        self.columns = columns
+        self._tree = -1
+        self._node_rows: NodeRows | None = None
+
+    @abstractmethod
+    def _begin_tree(self, msg: Any) -> Any:
+        """Handle the protocol's per-tree gradient message; call ``_open_tree``."""
+
+    @abstractmethod
+    def _level(self, nodes: list[int], node_rows: NodeRows) -> Any:
+        """This level's histogram reply for ``nodes``."""
+
+    def _open_tree(self, tree: int, rows: np.ndarray) -> None:
+        self._node_rows = NodeRows(self.columns.n_rows)
+        self._node_rows.set_root(rows)
+        self._tree = tree
+
+    def handle(self, msg: Any) -> Any:
+        if not isinstance(msg, (HistogramRequest, SplitRequest)):
+            return self._begin_tree(msg)
+        if msg.tree != self._tree or self._node_rows is None:
+            raise ProtocolError(f"{type(msg).__name__} for tree {msg.tree}, but tree {self._tree} is open")
+        if isinstance(msg, HistogramRequest):
+            apply_announcements(self._node_rows, msg)
+            nodes = [int(n) for n in msg.nodes]
+            for node in nodes:
+                self._node_rows.rows(node)  # unknown node ids are refused here
+            return self._level(nodes, self._node_rows)
+        return self._split(msg)
+
+    def _split(self, msg: SplitRequest) -> SplitReply:
+        n = msg.nodes.size
+        if not all(a.size == n for a in (msg.lefts, msg.rights, msg.features, msg.bins, msg.default_left)):
+            raise ProtocolError("split request arrays differ in length")
+        n_bins = self.columns.bins.n_value_bins
+        records, lefts = [], []
+        for node, left_id, right_id, feature, bin_, default_left in zip(
+            msg.nodes, msg.lefts, msg.rights, msg.features, msg.bins, msg.default_left
+        ):
+            if not 0 <= feature < self.columns.n_features:
+                raise ProtocolError(f"split request names feature {feature}; this party has {self.columns.n_features}")
+            if not 0 <= bin_ < n_bins[feature] - 1:
+                raise ProtocolError(f"split request names bin {bin_}, not a split point of feature {feature}")
+            rows = self._node_rows.rows(int(node))
+            record, left = self.columns.apply(rows, int(feature), int(bin_), bool(default_left), self._tree)
+            self._node_rows.split(int(node), int(left_id), int(right_id), left)
+            records.append(record)
+            lefts.append(left)
+        offsets, rows = pack_rows(lefts)
+        return SplitReply(self._tree, np.array(records, dtype=np.int64), offsets, rows)

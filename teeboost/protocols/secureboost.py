@@ -1,0 +1,242 @@
+"""SecureBoost (Cheng et al. 2021): Paillier-encrypted gradients, passive bin sums decrypted
+by the active party.
+
+Per tree the active party encrypts each sampled row's fixed-point (g, h) under its own key
+(passive parties hold only the public key). Per level each passive party multiplies
+ciphertexts per node x feature x bin (the sibling of a smaller child by homomorphic
+subtraction), packs many bin sums into each ciphertext, and sends them back with the
+plaintext row count per bin. The active party decrypts every bin sum, scores every split and
+asks the winner to partition the node. Its transcript therefore holds exactly what
+SecureBoost reveals to it: every decrypted bin sum, node instance sets and chosen splits.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import gmpy2
+import numpy as np
+from gmpy2 import mpz
+
+from ..config import ProtocolOptions
+from ..core.histogram import CHANNELS, plan_level
+from ..crypto.packing import SlotLayout
+from ..crypto.paillier import PaillierPublicKey, generate_paillier_keypair
+from ..crypto.pool import CryptoPool, default_workers
+from ..errors import ProtocolError
+from ..parties.messages import Ack
+from ..transport.serde import array_field, message
+from .partition import check_rows
+from .scoring import ActiveScoring, PassiveScoring
+
+__all__ = ["SecureBoostActive", "SecureBoostPassive", "PaillierKeyMessage", "EncryptedGradients",
+           "EncryptedHistograms"]
+
+
+@message
+@dataclass(frozen=True)
+class PaillierKeyMessage:
+    """The active party's public key (n and the DJN generator h_s), big-endian bytes."""
+
+    n: bytes
+    h_s: bytes
+
+
+@message
+@dataclass(frozen=True)
+class EncryptedGradients:
+    """One tree's encrypted (g, h) for the sampled rows and the slot layout to sum them in."""
+
+    tree: int
+    offset: int
+    slot_bits: int
+    pack_gradients: bool
+    ciphertexts_per_plaintext: int
+    rows: np.ndarray = array_field("uint32", 1)
+    ciphertexts: np.ndarray = array_field("uint8", 2)
+
+
+@message
+@dataclass(frozen=True)
+class EncryptedHistograms:
+    """Packed encrypted bin sums of the requested nodes, and plaintext row counts per bin."""
+
+    tree: int
+    counts: np.ndarray = array_field("int64", 3)
+    ciphertexts: np.ndarray = array_field("uint8", 2)
+
+
+class PhaseTimer(dict):
+    """Seconds spent per named phase (the benchmark's breakdown)."""
+
+    def add(self, phase: str, started: float) -> None:
+        self[phase] = self.get(phase, 0.0) + time.perf_counter() - started
+
+
+def meaningful_bins(n_value_bins: np.ndarray, width: int) -> list[tuple[int, int]]:
+    """(feature, bin) of every bin that can hold rows: value bins and the missing bin."""
+    return [(f, b) for f, k in enumerate(n_value_bins.tolist()) for b in [*range(k), width - 1]]
+
+
+class SecureBoostActive(ActiveScoring):
+    def __init__(self, channel, columns, criteria, passive_bins, max_bin, options: ProtocolOptions) -> None:
+        super().__init__(channel, columns, criteria, passive_bins, max_bin)
+        self.options = options
+        self.timer = PhaseTimer()
+        started = time.perf_counter()
+        self.key = generate_paillier_keypair(options.key_bits, insecure_key_bits=options.insecure_key_bits)
+        self.pool = CryptoPool(self.key, workers=options.crypto_workers or default_workers(),
+                               pool_id=f"active-{uuid.uuid4().hex}")
+        self.timer.add("key setup", started)
+        public = self.key.public
+        width = (public.bits + 7) // 8
+        msg = PaillierKeyMessage(int(public.n).to_bytes(width, "big"), int(public.h_s).to_bytes(2 * width, "big"))
+        self.channel.request_all({p: msg for p in self.channel.parties})
+        self.layout: SlotLayout | None = None
+
+    def _send_gradients(self, tree_index, rows, gradients):
+        g, h = gradients.g[rows], gradients.h[rows]
+        self.layout = SlotLayout.for_tree(g, h, rows.size, self.key.public.plaintext_bits,
+                                          pack_gradients=self.options.pack_gradients,
+                                          pack_bins=self.options.pack_bins)
+        started = time.perf_counter()
+        ciphertexts = self.pool.encrypt(self.layout.sample_plaintexts(g, h))
+        self.timer.add("encrypt", started)
+        layout = self.layout
+        msg = EncryptedGradients(tree_index, layout.offset, layout.slot_bits, layout.pack_gradients,
+                                 layout.ciphertexts_per_plaintext, rows.astype(np.uint32), ciphertexts)
+        self.channel.request_all({p: msg for p in self.channel.parties})
+
+    def _histograms(self, party, reply, nodes):
+        if not isinstance(reply, EncryptedHistograms):
+            raise ProtocolError(f"party {party} answered a histogram request with {type(reply).__name__}")
+        layout = self.layout
+        n_bins = self.passive_bins[party]
+        cells = meaningful_bins(n_bins, self.width)
+        shape = (len(nodes), n_bins.size, self.width)
+        if reply.counts.shape != shape or np.any(reply.counts < 0):
+            raise ProtocolError(f"party {party} sent bin counts of shape {reply.counts.shape}, expected {shape}")
+        n_cts = len(nodes) * len(cells) * (1 if layout.pack_gradients else 2)
+        expected = (n_cts + layout.ciphertexts_per_plaintext - 1) // layout.ciphertexts_per_plaintext
+        if reply.ciphertexts.shape != (expected, self.key.public.ciphertext_bytes):
+            raise ProtocolError(f"party {party} sent {reply.ciphertexts.shape[0]} histogram ciphertexts "
+                                f"of {reply.ciphertexts.shape[1]} bytes, expected {expected}")
+        started = time.perf_counter()
+        plaintexts = self.pool.decrypt(reply.ciphertexts)  # refuses ciphertexts outside Z_{n^2}
+        self.timer.add("decrypt", started)
+        values = layout.unpack(plaintexts, n_cts)
+        feature_index = np.array([f for f, _ in cells])
+        bin_index = np.array([b for _, b in cells])
+        hist = np.zeros((len(nodes), n_bins.size, self.width, CHANNELS), dtype=np.int64)
+        per_node = 2 * len(cells)
+        for i in range(len(nodes)):
+            counts = reply.counts[i, feature_index, bin_index]
+            padding = reply.counts[i].sum() - counts.sum()
+            if padding:
+                raise ProtocolError(f"party {party} reported rows in bins that do not exist")
+            sums = layout.decode_sums(values[i * per_node:(i + 1) * per_node], counts)
+            hist[i, feature_index, bin_index, 0] = sums[:, 0]
+            hist[i, feature_index, bin_index, 1] = sums[:, 1]
+            hist[i, feature_index, bin_index, 2] = counts
+        return hist
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class SecureBoostPassive(PassiveScoring):
+    handles = PassiveScoring.handles + (PaillierKeyMessage, EncryptedGradients)
+
+    def __init__(self, columns, options: ProtocolOptions) -> None:
+        super().__init__(columns)
+        self.options = options
+        self.timer = PhaseTimer()
+        self.public: PaillierPublicKey | None = None
+        self.pool: CryptoPool | None = None
+        self.layout: SlotLayout | None = None
+        self._ciphertexts: np.ndarray | None = None  # (n_rows, slots, width) for this tree
+        self._cache: dict[int, list[mpz]] = {}
+        self.width = columns.bins.max_bin + 1
+
+    def _begin_tree(self, msg):
+        if isinstance(msg, PaillierKeyMessage):
+            return self._set_key(msg)
+        if not isinstance(msg, EncryptedGradients):
+            raise ProtocolError(f"secureboost does not serve {type(msg).__name__}")
+        if self.public is None:
+            raise ProtocolError("encrypted gradients arrived before the public key")
+        n_rows = self.columns.n_rows
+        rows = check_rows(msg.rows, n_rows, "gradient rows")
+        slots = 1 if msg.pack_gradients else 2  # ciphertexts per row
+        size = self.public.ciphertext_bytes
+        if msg.ciphertexts.shape != (rows.size * slots, size):
+            raise ProtocolError(f"expected {rows.size * slots} ciphertexts of {size} bytes, "
+                                f"got {msg.ciphertexts.shape}")
+        bits_per_ciphertext = msg.slot_bits * (2 if msg.pack_gradients else 1)
+        if msg.slot_bits < 2 or msg.offset < 1 or msg.ciphertexts_per_plaintext < 1 \
+                or bits_per_ciphertext * msg.ciphertexts_per_plaintext > self.public.plaintext_bits:
+            raise ProtocolError("slot layout does not fit the key's plaintext space")
+        self.layout = SlotLayout(msg.offset, msg.slot_bits, msg.pack_gradients, msg.ciphertexts_per_plaintext)
+        cts = np.zeros((n_rows, slots, size), dtype=np.uint8)
+        cts[rows] = msg.ciphertexts.reshape(rows.size, slots, size)
+        self._ciphertexts = cts
+        self._cache = {}
+        self._open_tree(msg.tree, rows)
+        return Ack()
+
+    def _set_key(self, msg: PaillierKeyMessage):
+        n, h_s = mpz.from_bytes(msg.n, "big"), mpz.from_bytes(msg.h_s, "big")
+        if n.bit_length() < 256 or not 0 < h_s < n * n:
+            raise ProtocolError("malformed public key")
+        if n.bit_length() < 2048 and not self.options.insecure_key_bits:
+            raise ProtocolError(f"the active party's key has {n.bit_length()} bits; this party requires 2048")
+        if self.pool is not None:
+            self.pool.close()
+        self.public = PaillierPublicKey(n, h_s)
+        self.pool = CryptoPool(self.public, workers=self.options.crypto_workers or default_workers(),
+                               pool_id=f"passive-{uuid.uuid4().hex}")
+        return Ack()
+
+    def _sum_node(self, rows: np.ndarray) -> list[mpz]:
+        """Encrypted (features x width x slots) sums over ``rows``, flattened in that order."""
+        bins = self.columns.binned_by_feature[:, rows]
+        per_slot = [self.pool.bin_sums(self._ciphertexts[rows, s], bins, self.width)
+                    for s in range(self._ciphertexts.shape[1])]
+        return [c for group in zip(*per_slot) for c in group]
+
+    def _level(self, nodes, node_rows):
+        started = time.perf_counter()
+        n2 = self.public.n_square
+        plan = plan_level(nodes, node_rows, set(self._cache))
+        computed: dict[int, list[mpz]] = {}
+        for node in plan.build:
+            computed[node] = self._sum_node(node_rows.rows(node))
+        for node, parent, sibling in plan.derive:
+            computed[node] = [p * gmpy2.invert(s, n2) % n2 for p, s in zip(self._cache[parent], computed[sibling])]
+        self._cache = computed
+        slots = self._ciphertexts.shape[1]
+        cells = meaningful_bins(self.columns.bins.n_value_bins, self.width)
+        flat: list[mpz] = []
+        counts = np.zeros((len(nodes), self.columns.n_features, self.width), dtype=np.int64)
+        for i, node in enumerate(nodes):
+            sums = computed[node]
+            for f, b in cells:
+                base = (f * self.width + b) * slots
+                flat.extend(sums[base:base + slots])
+            binned = self.columns.binned_by_feature[:, node_rows.rows(node)]
+            for f in range(self.columns.n_features):
+                counts[i, f] = np.bincount(binned[f], minlength=self.width)
+        layout = self.layout
+        packed = self.pool.pack(flat, layout.ciphertexts_per_plaintext, layout.ciphertext_bits)
+        size = self.public.ciphertext_bytes
+        blob = b"".join(int(c).to_bytes(size, "big") for c in packed)
+        self.timer.add("homomorphic sums", started)
+        return EncryptedHistograms(self._tree, counts,
+                                   np.frombuffer(blob, dtype=np.uint8).reshape(len(packed), size))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
