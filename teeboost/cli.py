@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import BoostParams
+from .config import BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
 from .data import PartyData, align_parties, read_csv, split_columns, train_test_rows
 from .datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, bundled_path, load_give_me_some_credit
@@ -62,6 +62,16 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--validation-size", type=float, default=0.2,
                        help="share of training rows held for early stopping (with --early-stopping-rounds)")
     train.add_argument("--test-size", type=float, default=0.3, help="held-out share for the reported metric")
+    secure = parser.add_argument_group("secure protocols")
+    secure.add_argument("--scheme", choices=("paillier", "ou"), default="paillier",
+                        help="additively homomorphic scheme for secureboost (ou: Okamoto-Uchiyama, faster)")
+    secure.add_argument("--key-bits", type=int, default=2048)
+    secure.add_argument("--insecure-key-bits", action="store_true",
+                        help="allow keys below 2048 bits (tests and demos only: NOT secure)")
+    secure.add_argument("--no-pack-gradients", action="store_true", help="encrypt g and h separately")
+    secure.add_argument("--no-pack-bins", action="store_true", help="decrypt every bin sum separately")
+    secure.add_argument("--crypto-workers", type=int, default=None,
+                        help="processes for big-integer work (default: one per core)")
     out = parser.add_argument_group("output")
     out.add_argument("--model-dir", type=Path, default=Path("teeboost-model"),
                      help="where each party's model file is written (default: ./teeboost-model)")
@@ -77,6 +87,12 @@ def _params(args: argparse.Namespace) -> BoostParams:
         min_samples_leaf=args.min_samples_leaf, max_bin=args.max_bin, random_state=args.random_state,
         early_stopping_rounds=args.early_stopping_rounds,
     )
+
+
+def _options(args: argparse.Namespace) -> ProtocolOptions:
+    return ProtocolOptions(scheme=args.scheme, key_bits=args.key_bits, insecure_key_bits=args.insecure_key_bits,
+                           pack_gradients=not args.no_pack_gradients, pack_bins=not args.no_pack_bins,
+                           crypto_workers=args.crypto_workers)
 
 
 def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]:
@@ -139,6 +155,7 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
             f"(available: {', '.join(sorted(PROTOCOLS))})"
         )
     params = _params(args)
+    options = _options(args)
     active, passives = _load_parties(args)
     passives_aligned = align_parties(active, passives)
     train_rows, test_rows = train_test_rows(active.n_rows, args.test_size, params.random_state)
@@ -155,7 +172,7 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
     try:
         model, run = train_local(
             active.take(train_rows), [p.take(train_rows) for p in passives_aligned], params, args.protocol,
-            validation=validation, transcript=args.transcript, on_tree=progress,
+            validation=validation, transcript=args.transcript, on_tree=progress, options=options,
         )
     finally:
         progress.close()
@@ -186,8 +203,11 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
                     **{f"passive-{m.index}": list(m.feature_names) for m in model.passives}},
         "model_files": [str(p) for p in written],
         "transcript": str(args.transcript) if args.transcript else None,
+        "phases": run.phases,
         "per_tree": run.to_dict()["per_tree"],
     }
+    if args.protocol != "plain":
+        report["options"] = options.to_dict()
     return report
 
 
@@ -200,6 +220,8 @@ def _print_report(report: dict[str, Any]) -> None:
     print(f"trees           {report['n_trees']}")
     print(f"held-out {report['metric']:<6} {value}")
     print(f"train time      {report['train_seconds']:.3f} s")
+    if report.get("phases"):
+        print("  phases        " + ", ".join(f"{k} {v:.2f} s" for k, v in report["phases"].items()))
     print(f"bytes           {report['bytes_total']:,} total: "
           f"{report['bytes']['active_to_passive']:,} active->passive, "
           f"{report['bytes']['passive_to_active']:,} passive->active ({report['messages']} messages)")

@@ -112,13 +112,16 @@ class BoostParams:
 class ProtocolOptions:
     """Settings of the secure protocols (ignored by ``plain``)."""
 
-    key_bits: int = 2048  # Paillier modulus
+    scheme: str = "paillier"  # additively homomorphic scheme: "paillier" or "ou" (Okamoto-Uchiyama)
+    key_bits: int = 2048  # modulus bits
     insecure_key_bits: bool = False  # allow key_bits < 2048 (tests only)
     pack_gradients: bool = True  # (g, h) of a sample in one plaintext
     pack_bins: bool = True  # several bin sums per plaintext before decryption
     crypto_workers: int | None = None  # processes for big-integer work (None: one per core)
 
     def __post_init__(self) -> None:
+        if self.scheme not in ("paillier", "ou"):
+            raise ConfigError(f"scheme={self.scheme!r} must be 'paillier' or 'ou'")
         _check_int("key_bits", self.key_bits, 256, 16384)
         if self.key_bits % 2:
             raise ConfigError(f"key_bits={self.key_bits} must be even")

@@ -66,3 +66,18 @@ def test_full_kaggle_format_file_uses_the_default_split(tmp_path, capsys):
     assert main(["train", "--json", "--n-trees", "2", "--data", str(kaggle), "--model-dir", str(tmp_path / "m")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert "age" in report["parties"]["passive-1"] and report["value"] > 0.8
+
+
+def test_train_secureboost_from_the_command_line(tmp_path, capsys):
+    code = main(["train", "--protocol", "secureboost", "--key-bits", "768", "--insecure-key-bits",
+                 "--crypto-workers", "1", "--n-trees", "2", "--json", "--model-dir", str(tmp_path / "m")])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["protocol"] == "secureboost" and report["value"] > 0.8
+    assert report["options"]["scheme"] == "paillier" and report["phases"]["encrypt"] > 0
+    assert report["bytes_by_message"]["EncryptedGradients"]["active_to_passive"] > 0
+
+
+def test_short_keys_are_refused_without_the_flag(tmp_path, capsys):
+    assert main(["train", "--protocol", "secureboost", "--key-bits", "1024", "--model-dir", str(tmp_path / "m")]) == 2
+    assert "key_bits=1024 is below 2048" in capsys.readouterr().err

@@ -41,9 +41,26 @@ class PaillierPublicKey:
     n: mpz
     h_s: mpz  # DJN generator h^n mod n^2 (public; lets anyone use short-exponent randomisers)
 
+    scheme = "paillier"
+
     @property
     def n_square(self) -> mpz:
         return self.n * self.n
+
+    @property
+    def ciphertext_modulus(self) -> mpz:
+        """Ciphertexts multiply modulo this to add plaintexts."""
+        return self.n * self.n
+
+    def numbers(self) -> dict[str, int]:
+        return {"n": int(self.n), "h_s": int(self.h_s)}
+
+    @classmethod
+    def from_numbers(cls, numbers: dict[str, int]) -> "PaillierPublicKey":
+        n, h_s = mpz(numbers["n"]), mpz(numbers["h_s"])
+        if n.bit_length() < 256 or not 0 < h_s < n * n:
+            raise ProtocolError("malformed Paillier public key")
+        return cls(n, h_s)
 
     @property
     def bits(self) -> int:
@@ -93,6 +110,9 @@ class PaillierPrivateKey:
     @staticmethod
     def _l(x: mpz, d: mpz) -> mpz:
         return (x - 1) // d
+
+    def numbers(self) -> dict[str, int]:
+        return {"p": int(self.p), "q": int(self.q)}
 
     @property
     def exponent_bits(self) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 from gmpy2 import mpz
 
 from ..errors import ProtocolError
-from .paillier import PaillierPrivateKey, PaillierPublicKey
+from .schemes import private_from_numbers, public_from_numbers
 
 __all__ = ["CryptoPool", "default_workers"]
 
@@ -32,19 +32,19 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _init(pool_id: str, kind: str, numbers: dict[str, int], window: int) -> None:
-    public = PaillierPublicKey(mpz(numbers["n"]), mpz(numbers["h_s"]))
-    if kind == "private":
-        key = PaillierPrivateKey(public, numbers["p"], numbers["q"], window=window)
+def _init(pool_id: str, scheme: str, public_numbers: dict[str, int], private_numbers: dict[str, int] | None,
+          window: int) -> None:
+    if private_numbers is not None:
+        key = private_from_numbers(scheme, public_numbers, private_numbers, window)
         key.build_tables()
         _STATE[pool_id] = key
     else:
-        _STATE[pool_id] = public
+        _STATE[pool_id] = public_from_numbers(scheme, public_numbers)
 
 
-def _public(pool_id: str) -> PaillierPublicKey:
+def _public(pool_id: str) -> Any:
     state = _STATE[pool_id]
-    return state.public if isinstance(state, PaillierPrivateKey) else state
+    return getattr(state, "public", state)
 
 
 def _to_bytes(values, width: int) -> bytes:
@@ -56,12 +56,12 @@ def _from_bytes(blob: bytes, width: int) -> list[mpz]:
 
 
 def _encrypt(pool_id: str, plaintexts: list[int]) -> bytes:
-    key: PaillierPrivateKey = _STATE[pool_id]
+    key = _STATE[pool_id]
     return _to_bytes(key.encrypt_many(plaintexts), key.public.ciphertext_bytes)
 
 
 def _decrypt(pool_id: str, blob: bytes) -> list[int]:
-    key: PaillierPrivateKey = _STATE[pool_id]
+    key = _STATE[pool_id]
     return [int(m) for m in key.decrypt_many(_from_bytes(blob, key.public.ciphertext_bytes))]
 
 
@@ -69,7 +69,7 @@ def _bin_sums(pool_id: str, blob: bytes, bins: np.ndarray, width: int) -> bytes:
     """Product of ciphertexts per feature x bin: (features, width) sums as bytes."""
     public = _public(pool_id)
     size = public.ciphertext_bytes
-    n2 = public.n_square
+    n2 = public.ciphertext_modulus
     cts = _from_bytes(blob, size)
     out = []
     for feature_bins in bins:
@@ -89,7 +89,7 @@ def _pack(pool_id: str, blob: bytes, group: int, shift: int) -> bytes:
     """Horner packing of consecutive ciphertexts, ``group`` per output ciphertext."""
     public = _public(pool_id)
     size = public.ciphertext_bytes
-    n2 = public.n_square
+    n2 = public.ciphertext_modulus
     factor = mpz(1) << shift
     cts = _from_bytes(blob, size)
     out = []
@@ -108,32 +108,34 @@ def _ready(pool_id: str) -> bool:
 class CryptoPool:
     """Encrypt, decrypt, sum and pack in parallel under one key."""
 
-    def __init__(self, key: PaillierPrivateKey | PaillierPublicKey, *, workers: int, pool_id: str) -> None:
+    def __init__(self, key: Any, *, workers: int, pool_id: str) -> None:
+        """``key``: a private key (encrypt/decrypt) or a public key (sums and packing)."""
         self.pool_id = pool_id
         self.workers = workers
-        if isinstance(key, PaillierPrivateKey):
-            self.public = key.public
-            kind, numbers = "private", {"n": int(key.public.n), "h_s": int(key.public.h_s),
-                                        "p": int(key.p), "q": int(key.q)}
-            window = key.window
-        else:
-            self.public = key
-            kind, numbers, window = "public", {"n": int(key.n), "h_s": int(key.h_s)}, 12
+        private = hasattr(key, "public")
+        self.public = key.public if private else key
         self._executor: ProcessPoolExecutor | None = None
         if workers > 1:
+            initargs = (pool_id, self.public.scheme, self.public.numbers(),
+                        key.numbers() if private else None, getattr(key, "window", 12))
             self._executor = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init, initargs=(pool_id, kind, numbers, window),
+                initializer=_init, initargs=initargs,
             )
             # start every worker now, so table building overlaps and is paid once
-            for future in [self._executor.submit(_ready, pool_id) for _ in range(workers)]:
-                future.result()
+            try:
+                for future in [self._executor.submit(_ready, pool_id) for _ in range(workers)]:
+                    future.result()
+            except BrokenProcessPool:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                raise ProtocolError(
+                    "could not start cryptography worker processes (a script run from standard "
+                    "input cannot spawn workers: save it to a file, or set crypto_workers=1)"
+                ) from None
         else:
-            if kind == "private":
+            if private:
                 key.build_tables()
-                _STATE[pool_id] = key
-            else:
-                _STATE[pool_id] = key
+            _STATE[pool_id] = key
 
     @property
     def width(self) -> int:
@@ -164,7 +166,7 @@ class CryptoPool:
 
     def bin_sums(self, ciphertexts: np.ndarray, bins: np.ndarray, width: int) -> list[mpz]:
         """Per feature x bin ciphertext sums over the given rows (rows split across workers)."""
-        n2 = self.public.n_square
+        n2 = self.public.ciphertext_modulus
         chunks = self._chunks(ciphertexts.shape[0], 2048)
         jobs = [(ciphertexts[a:b].tobytes(), np.ascontiguousarray(bins[:, a:b]), width) for a, b in chunks]
         parts = [_from_bytes(blob, self.width) for blob in self._run(_bin_sums, jobs)]

@@ -11,7 +11,7 @@ from ..transport.serde import array_field, message
 
 __all__ = [
     "Hello", "HelloReply", "RouteRequest", "RouteReply", "DiscardTrees", "Ack",
-    "GradientsNote", "TreeNote", "RunNote",
+    "GradientsNote", "TreeNote", "RunNote", "HistogramNote",
 ]
 
 
@@ -100,3 +100,15 @@ class RunNote:
 
     protocol: str
     detail: str
+
+
+@message
+@dataclass(frozen=True)
+class HistogramNote:
+    """Transcript note: per-bin sums of a passive party's features as the active party saw
+    them in the clear (decrypted under SecureBoost): (nodes, features, bins, [g, h, count])."""
+
+    tree: int
+    party: int
+    nodes: np.ndarray = array_field("int32", 1)
+    sums: np.ndarray = array_field("int64", 4)

@@ -25,6 +25,7 @@ from ..core.histogram import CHANNELS
 from ..core.nodes import NodeRows
 from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best
 from ..errors import ProtocolError
+from ..parties.messages import HistogramNote
 from ..transport.base import Channel
 from ..transport.serde import array_field, message
 from .partition import Announcements, SplitReply, SplitRequest, apply_announcements, pack_rows, unpack_rows
@@ -119,6 +120,8 @@ class ActiveScoring(SplitFinder, ABC):
                 raise ProtocolError(f"party {party} sent histograms of shape {hist.shape}, "
                                     f"expected {self.expected_shape(party, len(nodes))}")
             check_histograms(hist, nodes, node_rows, self._gradients, party)
+            if self.channel.transcript is not None:
+                self.channel.transcript.note(HistogramNote(self._tree, party, np.array(nodes, dtype=np.int32), hist))
             for i, best in enumerate(best_splits(hist, self.passive_bins[party], self.codec, self.criteria)):
                 candidates[i].append((party, best))
         found: list[SplitInfo | None] = []

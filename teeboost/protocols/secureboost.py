@@ -12,6 +12,7 @@ SecureBoost reveals to it: every decrypted bin sum, node instance sets and chose
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from gmpy2 import mpz
 from ..config import ProtocolOptions
 from ..core.histogram import CHANNELS, plan_level
 from ..crypto.packing import SlotLayout
-from ..crypto.paillier import PaillierPublicKey, generate_paillier_keypair
+from ..crypto.schemes import generate_keypair, public_from_numbers
 from ..crypto.pool import CryptoPool, default_workers
 from ..errors import ProtocolError
 from ..parties.messages import Ack
@@ -31,17 +32,17 @@ from ..transport.serde import array_field, message
 from .partition import check_rows
 from .scoring import ActiveScoring, PassiveScoring
 
-__all__ = ["SecureBoostActive", "SecureBoostPassive", "PaillierKeyMessage", "EncryptedGradients",
+__all__ = ["SecureBoostActive", "SecureBoostPassive", "PublicKeyMessage", "EncryptedGradients",
            "EncryptedHistograms"]
 
 
 @message
 @dataclass(frozen=True)
-class PaillierKeyMessage:
-    """The active party's public key (n and the DJN generator h_s), big-endian bytes."""
+class PublicKeyMessage:
+    """The active party's public key: scheme name and its numbers (JSON, hexadecimal)."""
 
-    n: bytes
-    h_s: bytes
+    scheme: str
+    numbers: str
 
 
 @message
@@ -86,13 +87,13 @@ class SecureBoostActive(ActiveScoring):
         self.options = options
         self.timer = PhaseTimer()
         started = time.perf_counter()
-        self.key = generate_paillier_keypair(options.key_bits, insecure_key_bits=options.insecure_key_bits)
+        self.key = generate_keypair(options.scheme, options.key_bits, insecure_key_bits=options.insecure_key_bits)
         self.pool = CryptoPool(self.key, workers=options.crypto_workers or default_workers(),
                                pool_id=f"active-{uuid.uuid4().hex}")
         self.timer.add("key setup", started)
         public = self.key.public
-        width = (public.bits + 7) // 8
-        msg = PaillierKeyMessage(int(public.n).to_bytes(width, "big"), int(public.h_s).to_bytes(2 * width, "big"))
+        numbers = json.dumps({name: hex(value) for name, value in public.numbers().items()})
+        msg = PublicKeyMessage(public.scheme, numbers)
         self.channel.request_all({p: msg for p in self.channel.parties})
         self.layout: SlotLayout | None = None
 
@@ -147,13 +148,13 @@ class SecureBoostActive(ActiveScoring):
 
 
 class SecureBoostPassive(PassiveScoring):
-    handles = PassiveScoring.handles + (PaillierKeyMessage, EncryptedGradients)
+    handles = PassiveScoring.handles + (PublicKeyMessage, EncryptedGradients)
 
     def __init__(self, columns, options: ProtocolOptions) -> None:
         super().__init__(columns)
         self.options = options
         self.timer = PhaseTimer()
-        self.public: PaillierPublicKey | None = None
+        self.public = None  # the active party's public key
         self.pool: CryptoPool | None = None
         self.layout: SlotLayout | None = None
         self._ciphertexts: np.ndarray | None = None  # (n_rows, slots, width) for this tree
@@ -161,7 +162,7 @@ class SecureBoostPassive(PassiveScoring):
         self.width = columns.bins.max_bin + 1
 
     def _begin_tree(self, msg):
-        if isinstance(msg, PaillierKeyMessage):
+        if isinstance(msg, PublicKeyMessage):
             return self._set_key(msg)
         if not isinstance(msg, EncryptedGradients):
             raise ProtocolError(f"secureboost does not serve {type(msg).__name__}")
@@ -186,15 +187,23 @@ class SecureBoostPassive(PassiveScoring):
         self._open_tree(msg.tree, rows)
         return Ack()
 
-    def _set_key(self, msg: PaillierKeyMessage):
-        n, h_s = mpz.from_bytes(msg.n, "big"), mpz.from_bytes(msg.h_s, "big")
-        if n.bit_length() < 256 or not 0 < h_s < n * n:
-            raise ProtocolError("malformed public key")
-        if n.bit_length() < 2048 and not self.options.insecure_key_bits:
-            raise ProtocolError(f"the active party's key has {n.bit_length()} bits; this party requires 2048")
+    def _set_key(self, msg: PublicKeyMessage):
+        if msg.scheme != self.options.scheme:
+            raise ProtocolError(f"the active party uses scheme {msg.scheme!r}; this party is set to "
+                                f"{self.options.scheme!r}")
+        try:
+            numbers = {name: int(value, 16) for name, value in json.loads(msg.numbers).items()}
+        except (ValueError, TypeError, AttributeError):
+            raise ProtocolError("malformed public key") from None
+        try:
+            public = public_from_numbers(msg.scheme, numbers)
+        except KeyError:
+            raise ProtocolError("malformed public key") from None
+        if public.bits < 2048 and not self.options.insecure_key_bits:
+            raise ProtocolError(f"the active party's key has {public.bits} bits; this party requires 2048")
         if self.pool is not None:
             self.pool.close()
-        self.public = PaillierPublicKey(n, h_s)
+        self.public = public
         self.pool = CryptoPool(self.public, workers=self.options.crypto_workers or default_workers(),
                                pool_id=f"passive-{uuid.uuid4().hex}")
         return Ack()
@@ -208,7 +217,7 @@ class SecureBoostPassive(PassiveScoring):
 
     def _level(self, nodes, node_rows):
         started = time.perf_counter()
-        n2 = self.public.n_square
+        n2 = self.public.ciphertext_modulus
         plan = plan_level(nodes, node_rows, set(self._cache))
         computed: dict[int, list[mpz]] = {}
         for node in plan.build:

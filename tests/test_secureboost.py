@@ -1,0 +1,125 @@
+"""SecureBoost grows the plain protocol's trees exactly, with every optimisation on or off."""
+
+import numpy as np
+import pytest
+
+from teeboost.config import BoostParams, ProtocolOptions
+from teeboost.errors import ProtocolError
+from teeboost.federation import train_local
+from teeboost.parties.messages import HistogramNote
+from teeboost.protocols.plain import HistogramReply
+from teeboost.protocols.secureboost import EncryptedHistograms
+from teeboost.transport import inmemory
+from teeboost.transport.transcript import RECEIVED, read_transcript
+
+from .helpers import federated_descriptions
+
+PARAMS = BoostParams(n_trees=3, max_depth=3)
+SMALL_KEY = dict(key_bits=768, insecure_key_bits=True, crypto_workers=1)
+
+
+@pytest.fixture(scope="module")
+def bundled_reference(credit_parties):
+    active, passives = credit_parties
+    model, _ = train_local(active, passives, PARAMS)
+    return model
+
+
+def predictions(model, active, passives):
+    return model.predict(active.features, [p.features for p in passives])
+
+
+def test_secureboost_equals_plain_on_the_bundled_data(credit_parties, bundled_reference):
+    active, passives = credit_parties
+    model, run = train_local(active, passives, PARAMS, "secureboost", options=ProtocolOptions(**SMALL_KEY))
+    assert federated_descriptions(model) == federated_descriptions(bundled_reference)
+    assert np.array_equal(predictions(model, active, passives), predictions(bundled_reference, active, passives))
+    assert {"encrypt", "decrypt", "homomorphic sums"} <= set(run.phases)
+
+
+@pytest.mark.parametrize("options", [
+    dict(pack_gradients=False, pack_bins=False),
+    dict(pack_gradients=True, pack_bins=False),
+    dict(pack_gradients=False, pack_bins=True),
+    dict(scheme="ou"),
+    dict(crypto_workers=2),  # the process pool path
+], ids=["no-packing", "gradients-only", "bins-only", "okamoto-uchiyama", "process-pool"])
+def test_every_optimisation_switch_gives_the_same_model(small_credit, options):
+    active, passives = small_credit
+    reference, _ = train_local(active, passives, PARAMS)
+    model, _ = train_local(active, passives, PARAMS, "secureboost",
+                           options=ProtocolOptions(**{**SMALL_KEY, **options}))
+    assert federated_descriptions(model) == federated_descriptions(reference)
+
+
+def test_packing_cuts_bytes(small_credit):
+    active, passives = small_credit
+    _, packed = train_local(active, passives, PARAMS, "secureboost", options=ProtocolOptions(**SMALL_KEY))
+    _, unpacked = train_local(active, passives, PARAMS, "secureboost",
+                              options=ProtocolOptions(**SMALL_KEY, pack_gradients=False, pack_bins=False))
+    assert packed.traffic["bytes"]["active_to_passive"] < 0.55 * unpacked.traffic["bytes"]["active_to_passive"]
+    assert packed.traffic["bytes"]["passive_to_active"] < 0.3 * unpacked.traffic["bytes"]["passive_to_active"]
+
+
+def test_transcript_holds_what_secureboost_reveals(tmp_path, small_credit):
+    active, passives = small_credit
+    path = tmp_path / "sb.tbt"
+    train_local(active, passives, PARAMS, "secureboost", options=ProtocolOptions(**SMALL_KEY), transcript=path)
+    plain_path = tmp_path / "plain.tbt"
+    train_local(active, passives, PARAMS, transcript=plain_path)
+    secure = [r.message for r in read_transcript(path) if isinstance(r.message, HistogramNote)]
+    plain = [r.message for r in read_transcript(plain_path) if isinstance(r.message, HistogramReply)]
+    # every decrypted bin sum per node x feature x bin, equal to what plain sends in the clear
+    assert len(secure) == len(plain) > 0
+    for note, reply in zip(secure, plain):
+        assert np.array_equal(note.sums, reply.sums)
+    received = {type(r.message).__name__ for r in read_transcript(path) if r.kind == RECEIVED}
+    assert "EncryptedHistograms" in received and "HistogramReply" not in received
+
+
+def _tamper(monkeypatch, edit):
+    """Corrupt the first encrypted histogram reply on its way to the active party."""
+    original = inmemory.answer_frame
+    from teeboost.transport import serde
+
+    def answer(handler, frame):
+        reply = original(handler, frame)
+        msg = serde.decode(reply)
+        if isinstance(msg, EncryptedHistograms):
+            return serde.encode(edit(msg))
+        return reply
+
+    monkeypatch.setattr(inmemory, "answer_frame", answer)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda m: type(m)(m.tree, m.counts, _flip(m.ciphertexts)), "tampered|out of range|add up"),
+    (lambda m: type(m)(m.tree, m.counts, m.ciphertexts[:-1]), "expected"),
+    (lambda m: type(m)(m.tree, _bump(m.counts), m.ciphertexts), "exceeds|add up|do not exist"),
+], ids=["flipped-byte", "truncated", "wrong-counts"])
+def test_tampered_or_truncated_ciphertexts_are_refused(monkeypatch, small_credit, edit, match):
+    active, passives = small_credit
+    _tamper(monkeypatch, edit)
+    with pytest.raises(ProtocolError, match=match):
+        train_local(active, passives, PARAMS, "secureboost", options=ProtocolOptions(**SMALL_KEY))
+
+
+def _flip(ciphertexts):
+    out = ciphertexts.copy()
+    out[0, -1] ^= 0x01
+    return out
+
+
+def _bump(counts):
+    out = counts.copy()
+    out[0, 0, 0] += 1
+    return out
+
+
+@pytest.mark.slow
+def test_secureboost_equals_plain_with_2048_bit_keys(small_credit):
+    active, passives = small_credit
+    reference, _ = train_local(active, passives, PARAMS)
+    for scheme in ("paillier", "ou"):
+        model, _ = train_local(active, passives, PARAMS, "secureboost", options=ProtocolOptions(scheme=scheme))
+        assert federated_descriptions(model) == federated_descriptions(reference)
