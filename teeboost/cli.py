@@ -131,9 +131,12 @@ class _Progress:
     def __init__(self, total: int, enabled: bool) -> None:
         self.bar = None
         if enabled:
+            import shutil
+
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, unit="tree", file=sys.stderr, desc="training", leave=False)
+            width = shutil.get_terminal_size((100, 20)).columns  # some terminals report 0 columns
+            self.bar = tqdm(total=total, unit="tree", file=sys.stderr, desc="training", leave=False, ncols=width)
 
     def __call__(self, item: TreeProgress) -> None:
         if self.bar is not None:

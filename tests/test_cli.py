@@ -81,3 +81,15 @@ def test_train_secureboost_from_the_command_line(tmp_path, capsys):
 def test_short_keys_are_refused_without_the_flag(tmp_path, capsys):
     assert main(["train", "--protocol", "secureboost", "--key-bits", "1024", "--model-dir", str(tmp_path / "m")]) == 2
     assert "key_bits=1024 is below 2048" in capsys.readouterr().err
+
+
+def test_progress_bar_draws_one_step_per_tree(capsys):
+    from teeboost.cli import _Progress
+    from teeboost.core.boosting import TreeProgress
+
+    progress = _Progress(2, enabled=True)
+    progress(TreeProgress(0, 0, 0, n_leaves=8, seconds=0.1))
+    progress(TreeProgress(1, 1, 0, n_leaves=7, seconds=0.1, valid_metric=0.84))
+    progress.close()
+    err = capsys.readouterr().err
+    assert "training" in err and "2/2" in err and "leaves=7" in err
