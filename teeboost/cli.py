@@ -136,7 +136,8 @@ class _Progress:
             from tqdm import tqdm
 
             width = shutil.get_terminal_size((100, 20)).columns  # some terminals report 0 columns
-            self.bar = tqdm(total=total, unit="tree", file=sys.stderr, desc="training", leave=False, ncols=width)
+            self.bar = tqdm(total=total, unit="tree", file=sys.stderr, desc="training", leave=False, ncols=width,
+                            mininterval=0)  # redraw on every tree: trees are slow
 
     def __call__(self, item: TreeProgress) -> None:
         if self.bar is not None:
