@@ -51,11 +51,12 @@ class FixedBaseTable:
             power = gmpy2.powmod(power, size, self.modulus)
         self.rows = rows
 
-    def power(self, digits: np.ndarray) -> mpz:
-        """base ** x mod modulus for x given by its digits (as from random_exponent_digits)."""
+    def power(self, digits: np.ndarray | list[int]) -> mpz:
+        """base ** x mod modulus for x given by its base-2**window digits, least significant
+        first (as from random_exponent_digits, or fewer for a short x)."""
         modulus = self.modulus
         acc = mpz(1)
-        for row, digit in zip(self.rows, digits.tolist()):
+        for row, digit in zip(self.rows, digits.tolist() if isinstance(digits, np.ndarray) else digits):
             if digit:
                 acc = acc * row[digit] % modulus
         return acc

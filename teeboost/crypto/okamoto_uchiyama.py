@@ -123,7 +123,7 @@ class OUPrivateKey:
             if not 0 <= m < limit:
                 raise ConfigError("plaintext out of range")
             m_digits = [(m >> (8 * i)) & 0xFF for i in range((m.bit_length() + 7) // 8)]
-            gm_p, gm_q = _power_small(g_p, m_digits), _power_small(g_q, m_digits)
+            gm_p, gm_q = g_p.power(m_digits), g_q.power(m_digits)
             c_p = gm_p * h_p.power(row) % p2
             c_q = gm_q * h_q.power(row) % q
             out.append(self._crt(c_p, c_q))
@@ -136,14 +136,6 @@ class OUPrivateKey:
 
     def decrypt_many(self, ciphertexts: list[mpz]) -> list[mpz]:
         return [self.decrypt(c) for c in ciphertexts]
-
-
-def _power_small(table: FixedBaseTable, digits: list[int]) -> mpz:
-    acc = mpz(1)
-    for row, digit in zip(table.rows, digits):
-        if digit:
-            acc = acc * row[digit] % table.modulus
-    return acc
 
 
 def generate_ou_keypair(bits: int = 2048, *, insecure_key_bits: bool = False, window: int = 12) -> OUPrivateKey:
