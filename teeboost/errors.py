@@ -12,6 +12,9 @@ __all__ = [
     "DataError",
     "ProtocolError",
     "ModelFileError",
+    "AttestationError",
+    "IntegrityError",
+    "EnclaveError",
 ]
 
 
@@ -33,3 +36,22 @@ class ProtocolError(TeeboostError):
 
 class ModelFileError(TeeboostError):
     """A saved model file is missing, of another format or version, or inconsistent."""
+
+
+class AttestationError(TeeboostError):
+    """Remote attestation failed. Deliberately says nothing about which check failed."""
+
+    def __init__(self, message: str = "remote attestation failed") -> None:
+        super().__init__(message)
+
+
+class IntegrityError(TeeboostError):
+    """A protected message or sealed blob was tampered with, replayed, reordered or truncated.
+    Deliberately says nothing about which check failed."""
+
+    def __init__(self, message: str = "message integrity check failed") -> None:
+        super().__init__(message)
+
+
+class EnclaveError(TeeboostError):
+    """An enclave could not be started, crashed, timed out, or refused an ecall."""
