@@ -27,11 +27,26 @@ def test_roundtrip_keeps_types_shapes_and_values():
     rows=st.lists(st.integers(0, 2**32 - 1), max_size=50),
 )
 def test_roundtrip_property(dataset, records, rows):
-    msg = RouteRequest(dataset, np.array(records, dtype=np.int64), np.array([0, len(rows)], dtype=np.int64),
-                       np.array(rows, dtype=np.uint32))
+    payload = np.array(rows, dtype="<u4").view(np.uint8)
+    msg = RouteRequest(dataset, 2**32, np.array(records, dtype=np.int64), np.zeros(1, dtype=np.uint8),
+                       np.array([0, payload.size], dtype=np.int64), payload)
     back = serde.decode(serde.encode(msg))
-    assert back.dataset == dataset
-    assert back.records.tolist() == records and back.rows.tolist() == rows
+    assert back.dataset == dataset and back.n_rows == 2**32
+    assert back.records.tolist() == records and back.payload.view("<u4").tolist() == rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.sets(st.integers(0, n - 1)), max_size=4))))
+def test_row_set_encoding_roundtrip(case):
+    from teeboost.protocols.partition import decode_row_sets, encode_row_sets
+
+    n, sets = case
+    groups = [np.array(sorted(s), dtype=np.int64) for s in sets]
+    encodings, offsets, payload = encode_row_sets(groups, n)
+    assert [g.tolist() for g in decode_row_sets(encodings, offsets, payload, n, "test")] == \
+        [g.tolist() for g in groups]
+    assert payload.size <= sum(min(4 * g.size, (n + 7) // 8) for g in groups)
 
 
 def _reframe(frame: bytes, edit) -> bytes:

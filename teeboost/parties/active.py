@@ -11,7 +11,7 @@ from ..core.grower import SplitFinder
 from ..core.predict import Question, RoutingOracle
 from ..core.tree import OwnerTable, Tree
 from ..errors import ProtocolError
-from ..protocols.partition import pack_rows
+from ..protocols.partition import encode_row_sets
 from ..transport.base import Channel
 from ..transport.transcript import TranscriptWriter
 from .messages import DiscardTrees, GradientsNote, Hello, HelloReply, RouteRequest, TreeNote
@@ -52,9 +52,10 @@ class FederatedOracle(RoutingOracle):
             if party == 0:
                 answers[0] = [self.owner.go_left(self.raw, record, rows) for record, rows in asked]
                 continue
-            offsets, rows = pack_rows([rows for _, rows in asked])
+            n_rows = self.raw.shape[0]
+            encodings, offsets, payload = encode_row_sets([rows for _, rows in asked], n_rows)
             records = np.array([record for record, _ in asked], dtype=np.int64)
-            requests[party] = RouteRequest(self.dataset, records, offsets, rows)
+            requests[party] = RouteRequest(self.dataset, n_rows, records, encodings, offsets, payload)
         if requests:
             if self.channel is None:
                 raise ProtocolError("model has passive splits but no passive party is connected")

@@ -39,13 +39,16 @@ class HelloReply:
 @message
 @dataclass(frozen=True)
 class RouteRequest:
-    """Which of ``rows`` go left at record ``records[i]``? Rows of question i are
-    ``rows[offsets[i]:offsets[i+1]]`` of the named dataset."""
+    """Which rows go left at record ``records[i]``? Question i's rows are
+    ``payload[offsets[i]:offsets[i+1]]``, encoded as ``row_sets`` describes (a uint32 list or a
+    bitmap over the dataset, whichever is smaller)."""
 
     dataset: str
+    n_rows: int  # size of the dataset the rows index
     records: np.ndarray = array_field("int64", 1)
+    encodings: np.ndarray = array_field("uint8", 1)
     offsets: np.ndarray = array_field("int64", 1)
-    rows: np.ndarray = array_field("uint32", 1)
+    payload: np.ndarray = array_field("uint8", 1)
 
 
 @message

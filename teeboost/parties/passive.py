@@ -13,7 +13,7 @@ import numpy as np
 from ..core.columns import PartyColumns
 from ..core.tree import OwnerTable
 from ..errors import ProtocolError
-from ..protocols.partition import unpack_rows
+from ..protocols.partition import decode_row_sets
 from .messages import Ack, DiscardTrees, Hello, HelloReply, RouteReply, RouteRequest
 
 __all__ = ["PassiveParty"]
@@ -89,7 +89,10 @@ class PassiveParty:
         raw = self._datasets.get(msg.dataset)
         if raw is None:
             raise ProtocolError(f"party {self.name!r} has no dataset {msg.dataset!r}")
-        groups = unpack_rows(msg.offsets, msg.rows, msg.records.size, raw.shape[0], "routing question")
+        if msg.n_rows != raw.shape[0] or msg.encodings.size != msg.records.size:
+            raise ProtocolError(f"routing question about {msg.n_rows} rows of {msg.dataset!r}; "
+                                f"party {self.name!r} holds {raw.shape[0]}")
+        groups = decode_row_sets(msg.encodings, msg.offsets, msg.payload, raw.shape[0], "routing question")
         answers = [self.owner.go_left(raw, int(r), rows) for r, rows in zip(msg.records, groups)]
         flat = np.concatenate(answers) if answers else np.empty(0, dtype=bool)
         return RouteReply(int(flat.size), np.packbits(flat))

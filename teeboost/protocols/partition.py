@@ -18,8 +18,11 @@ from ..transport.serde import array_field, message
 
 __all__ = [
     "SplitRequest", "SplitReply", "Announcements", "pack_rows", "unpack_rows",
-    "apply_announcements", "check_rows",
+    "apply_announcements", "check_rows", "subsets_to_bits", "bits_to_subsets",
+    "encode_row_sets", "decode_row_sets",
 ]
+
+ROW_LIST, ROW_BITMAP = 0, 1
 
 
 @message
@@ -40,12 +43,12 @@ class SplitRequest:
 @message
 @dataclass(frozen=True)
 class SplitReply:
-    """Owner -> active: one record id and one left instance set per split."""
+    """Owner -> active: one record id per split, and each left instance set as a bitmask
+    over the node's rows (in row order), concatenated (see ``subsets_to_bits``)."""
 
     tree: int
     records: np.ndarray = array_field("int64", 1)
-    left_offsets: np.ndarray = array_field("int64", 1)
-    left_rows: np.ndarray = array_field("uint32", 1)
+    left_bits: np.ndarray = array_field("uint8", 1)
 
 
 def pack_rows(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -75,27 +78,54 @@ def unpack_rows(offsets: np.ndarray, rows: np.ndarray, n_groups: int, n_rows: in
     return [check_rows(rows[offsets[i]:offsets[i + 1]], n_rows, what) for i in range(n_groups)]
 
 
+def subsets_to_bits(parents: list[np.ndarray], subsets: list[np.ndarray]) -> np.ndarray:
+    """Each subset as a bitmask over its (sorted) parent rows, byte-aligned, concatenated:
+    a left instance set costs parent/8 bytes instead of 4 bytes per row."""
+    chunks = []
+    for parent, subset in zip(parents, subsets):
+        mask = np.zeros(parent.size, dtype=bool)
+        mask[np.searchsorted(parent, subset)] = True
+        chunks.append(np.packbits(mask))
+    return np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint8)
+
+
+def bits_to_subsets(parents: list[np.ndarray], bits: np.ndarray, what: str) -> list[np.ndarray]:
+    """Inverse of ``subsets_to_bits``; every length and padding bit is checked."""
+    sizes = [(p.size + 7) // 8 for p in parents]
+    if bits.size != sum(sizes):
+        raise ProtocolError(f"{what}: {bits.size} bytes of row masks for nodes needing {sum(sizes)}")
+    out, position = [], 0
+    for parent, size in zip(parents, sizes):
+        chunk = bits[position:position + size]
+        position += size
+        mask = np.unpackbits(chunk)
+        if mask[parent.size:].any():
+            raise ProtocolError(f"{what}: row mask has bits beyond the node's rows")
+        out.append(parent[mask[:parent.size].astype(bool)])
+    return out
+
+
 @dataclass
 class Announcements:
     """Splits of the last level each passive party still has to hear about."""
 
-    entries: list[tuple[int, int, int, int, np.ndarray]]  # (owner, node, left, right, left rows)
+    # (owner, node, left, right, parent rows, left rows)
+    entries: list[tuple[int, int, int, int, np.ndarray, np.ndarray]]
 
     def __init__(self) -> None:
         self.entries = []
 
-    def add(self, owner: int, node: int, left: int, right: int, left_rows: np.ndarray) -> None:
-        self.entries.append((owner, node, left, right, left_rows))
+    def add(self, owner: int, node: int, left: int, right: int, parent_rows: np.ndarray,
+            left_rows: np.ndarray) -> None:
+        self.entries.append((owner, node, left, right, parent_rows, left_rows))
 
     def for_party(self, party: int) -> dict[str, np.ndarray]:
         mine = [e for e in self.entries if e[0] != party]
-        offsets, rows = pack_rows([e[4] for e in mine])
         return {
             "split_nodes": np.array([e[1] for e in mine], dtype=np.int32),
             "split_lefts": np.array([e[2] for e in mine], dtype=np.int32),
             "split_rights": np.array([e[3] for e in mine], dtype=np.int32),
-            "split_offsets": offsets,
-            "split_rows": rows,
+            "split_bits": subsets_to_bits([e[4] for e in mine], [e[5] for e in mine]),
         }
 
     def clear(self) -> None:
@@ -107,6 +137,52 @@ def apply_announcements(node_rows: NodeRows, msg) -> None:
     n = msg.split_nodes.size
     if msg.split_lefts.size != n or msg.split_rights.size != n:
         raise ProtocolError("split announcement arrays differ in length")
-    groups = unpack_rows(msg.split_offsets, msg.split_rows, n, node_rows.n_rows, "split announcement")
+    parents = [node_rows.rows(int(node)) for node in msg.split_nodes]
+    groups = bits_to_subsets(parents, msg.split_bits, "split announcement")
     for node, left, right, rows in zip(msg.split_nodes, msg.split_lefts, msg.split_rights, groups):
         node_rows.split(int(node), int(left), int(right), rows)
+
+
+def encode_row_sets(groups: list[np.ndarray], n_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted row sets of a dataset of ``n_rows`` -> (encodings, byte offsets, payload); each
+    set travels as a uint32 list or a bitmap over the dataset, whichever is smaller."""
+    encodings, chunks = [], []
+    for rows in groups:
+        if 4 * rows.size <= (n_rows + 7) // 8:
+            encodings.append(ROW_LIST)
+            chunks.append(np.asarray(rows, dtype="<u4").view(np.uint8))
+        else:
+            mask = np.zeros(n_rows, dtype=bool)
+            mask[rows] = True
+            encodings.append(ROW_BITMAP)
+            chunks.append(np.packbits(mask))
+    offsets = np.zeros(len(groups) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([c.size for c in chunks])
+    payload = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint8)
+    return np.array(encodings, dtype=np.uint8), offsets, payload
+
+
+def decode_row_sets(encodings: np.ndarray, offsets: np.ndarray, payload: np.ndarray, n_rows: int,
+                    what: str) -> list[np.ndarray]:
+    """Inverse of ``encode_row_sets``, with every bound checked."""
+    n = encodings.size
+    if offsets.size != n + 1 or (offsets.size and (offsets[0] != 0 or offsets[-1] != payload.size)) \
+            or np.any(np.diff(offsets) < 0):
+        raise ProtocolError(f"{what}: offsets do not describe {n} row sets")
+    out = []
+    for i in range(n):
+        chunk = payload[offsets[i]:offsets[i + 1]]
+        if encodings[i] == ROW_LIST:
+            if chunk.size % 4:
+                raise ProtocolError(f"{what}: row list of {chunk.size} bytes")
+            out.append(check_rows(chunk.view("<u4"), n_rows, what))
+        elif encodings[i] == ROW_BITMAP:
+            if chunk.size != (n_rows + 7) // 8:
+                raise ProtocolError(f"{what}: bitmap of {chunk.size} bytes for {n_rows} rows")
+            mask = np.unpackbits(chunk)
+            if mask[n_rows:].any():
+                raise ProtocolError(f"{what}: bitmap has bits beyond the dataset")
+            out.append(np.flatnonzero(mask[:n_rows]))
+        else:
+            raise ProtocolError(f"{what}: unknown row-set encoding {encodings[i]}")
+    return out

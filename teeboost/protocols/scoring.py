@@ -28,7 +28,9 @@ from ..errors import ProtocolError
 from ..parties.messages import HistogramNote
 from ..transport.base import Channel
 from ..transport.serde import array_field, message
-from .partition import Announcements, SplitReply, SplitRequest, apply_announcements, pack_rows, unpack_rows
+from .partition import (
+    Announcements, SplitReply, SplitRequest, apply_announcements, bits_to_subsets, subsets_to_bits,
+)
 
 __all__ = ["HistogramRequest", "ActiveScoring", "PassiveScoring", "check_histograms"]
 
@@ -43,8 +45,7 @@ class HistogramRequest:
     split_nodes: np.ndarray = array_field("int32", 1)
     split_lefts: np.ndarray = array_field("int32", 1)
     split_rights: np.ndarray = array_field("int32", 1)
-    split_offsets: np.ndarray = array_field("int64", 1)
-    split_rows: np.ndarray = array_field("uint32", 1)
+    split_bits: np.ndarray = array_field("uint8", 1)
 
 
 def check_histograms(hist: np.ndarray, nodes: list[int], node_rows: NodeRows,
@@ -161,13 +162,14 @@ class ActiveScoring(SplitFinder, ABC):
             reply = replies[party]
             if reply.tree != self._tree or reply.records.size != len(idx):
                 raise ProtocolError(f"party {party} returned {reply.records.size} records for {len(idx)} splits")
-            lefts = unpack_rows(reply.left_offsets, reply.left_rows, len(idx),
-                                self._node_rows.n_rows, f"split reply of party {party}")
+            parents = [self._node_rows.rows(splits[i].node_id) for i in idx]
+            lefts = bits_to_subsets(parents, reply.left_bits, f"split reply of party {party}")
             for i, record, left in zip(idx, reply.records, lefts):
                 results[i] = AppliedSplit(int(record), left)
         ordered = [results[i] for i in range(len(splits))]
         for split, (left_id, right_id), result in zip(splits, children, ordered):
-            self.announcements.add(split.party, split.node_id, left_id, right_id, result.left_rows)
+            self.announcements.add(split.party, split.node_id, left_id, right_id,
+                                   self._node_rows.rows(split.node_id), result.left_rows)
         return ordered
 
 
@@ -212,7 +214,7 @@ class PassiveScoring(ABC):
         if not all(a.size == n for a in (msg.lefts, msg.rights, msg.features, msg.bins, msg.default_left)):
             raise ProtocolError("split request arrays differ in length")
         n_bins = self.columns.bins.n_value_bins
-        records, lefts = [], []
+        records, parents, lefts = [], [], []
         for node, left_id, right_id, feature, bin_, default_left in zip(
             msg.nodes, msg.lefts, msg.rights, msg.features, msg.bins, msg.default_left
         ):
@@ -224,6 +226,6 @@ class PassiveScoring(ABC):
             record, left = self.columns.apply(rows, int(feature), int(bin_), bool(default_left), self._tree)
             self._node_rows.split(int(node), int(left_id), int(right_id), left)
             records.append(record)
+            parents.append(rows)
             lefts.append(left)
-        offsets, rows = pack_rows(lefts)
-        return SplitReply(self._tree, np.array(records, dtype=np.int64), offsets, rows)
+        return SplitReply(self._tree, np.array(records, dtype=np.int64), subsets_to_bits(parents, lefts))
