@@ -72,6 +72,11 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     secure.add_argument("--no-pack-bins", action="store_true", help="decrypt every bin sum separately")
     secure.add_argument("--crypto-workers", type=int, default=None,
                         help="processes for big-integer work (default: one per core)")
+    secure.add_argument("--aes-bits", type=int, choices=(128, 256), default=128,
+                        help="AES-GCM key size of the enclaves' attested channels (ntee, onetee)")
+    secure.add_argument("--onetee-bins-once", action="store_true",
+                        help="1-TEE: passive parties send their bin assignments to the enclave once "
+                             "instead of index sets per node (same information, fewer bytes)")
     out = parser.add_argument_group("output")
     out.add_argument("--model-dir", type=Path, default=Path("teeboost-model"),
                      help="where each party's model file is written (default: ./teeboost-model)")
@@ -92,7 +97,8 @@ def _params(args: argparse.Namespace) -> BoostParams:
 def _options(args: argparse.Namespace) -> ProtocolOptions:
     return ProtocolOptions(scheme=args.scheme, key_bits=args.key_bits, insecure_key_bits=args.insecure_key_bits,
                            pack_gradients=not args.no_pack_gradients, pack_bins=not args.no_pack_bins,
-                           crypto_workers=args.crypto_workers)
+                           crypto_workers=args.crypto_workers, aes_bits=args.aes_bits,
+                           onetee_bins_once=args.onetee_bins_once)
 
 
 def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]:
@@ -210,6 +216,8 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
         "phases": run.phases,
         "per_tree": run.to_dict()["per_tree"],
     }
+    if run.enclaves:
+        report["enclaves"] = run.enclaves
     if args.protocol != "plain":
         report["options"] = options.to_dict()
     return report
@@ -218,6 +226,8 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
 def _print_report(report: dict[str, Any]) -> None:
     value = "n/a (no held-out rows)" if report["value"] is None else f"{report['value']:.4f}"
     print(f"protocol        {report['protocol']}")
+    if report.get("enclaves"):
+        print(f"enclaves        {report['enclaves']}")
     print(f"objective       {report['objective']}  ({report['n_samples']} training rows, {report['n_test']} held out)")
     for name, columns in report["parties"].items():
         print(f"  {name:<13} {len(columns)} features: {', '.join(columns)}")

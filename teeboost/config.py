@@ -118,6 +118,8 @@ class ProtocolOptions:
     pack_gradients: bool = True  # (g, h) of a sample in one plaintext
     pack_bins: bool = True  # several bin sums per plaintext before decryption
     crypto_workers: int | None = None  # processes for big-integer work (None: one per core)
+    aes_bits: int = 128  # AES-GCM key size of attested enclave channels (128 as in the paper, or 256)
+    onetee_bins_once: bool = False  # 1-TEE: send bin assignments once instead of index sets per node
 
     def __post_init__(self) -> None:
         if self.scheme not in ("paillier", "ou"):
@@ -130,6 +132,8 @@ class ProtocolOptions:
                 f"key_bits={self.key_bits} is below 2048; smaller keys are for tests only "
                 "(set insecure_key_bits to allow them)"
             )
+        if self.aes_bits not in (128, 256):
+            raise ConfigError(f"aes_bits={self.aes_bits} must be 128 or 256")
         if self.crypto_workers is not None:
             _check_int("crypto_workers", self.crypto_workers, 1, 256)
 

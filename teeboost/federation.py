@@ -28,7 +28,9 @@ from .model_files import ActiveModel, PassiveModel, load_model_dir, save_models
 from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
 from .parties.messages import RunNote
 from .parties.passive import PassiveParty
+from .protocols.enclaves import ProtocolEnv
 from .protocols.registry import get_protocol
+from .tee.simulated import SimulatedPlatform
 from .transport.inmemory import InMemoryChannel
 from .transport.transcript import TranscriptWriter
 
@@ -46,6 +48,7 @@ class TrainingRun:
     traffic: dict[str, Any]
     trees: list[TreeProgress] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # seconds per crypto phase
+    enclaves: str | None = None  # which enclave backend ran, for TEE protocols
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +58,7 @@ class TrainingRun:
             "train_seconds": round(self.train_seconds, 4),
             **self.traffic,
             "phases": self.phases,
+            **({"enclaves": self.enclaves} if self.enclaves else {}),
             "per_tree": [
                 {"tree": t.tree_index, "leaves": t.n_leaves, "seconds": round(t.seconds, 4),
                  **({"valid_metric": t.valid_metric} if t.valid_metric is not None else {})}
@@ -105,6 +109,16 @@ class FederatedModel:
         return self.active.ensemble.loss.predict(margin)
 
 
+def _environments(uses_enclaves: bool, options: ProtocolOptions, n_passive: int) -> list[ProtocolEnv]:
+    """One environment per party; for TEE protocols each party gets its own simulated platform,
+    and every enclave trusts every party's platform root."""
+    if not uses_enclaves:
+        return [ProtocolEnv(options) for _ in range(n_passive + 1)]
+    platforms = [SimulatedPlatform.create() for _ in range(n_passive + 1)]
+    roots = tuple(p.attestation_root for p in platforms)
+    return [ProtocolEnv(options, platform, roots) for platform in platforms]
+
+
 def _columns(party: PartyData, params: BoostParams) -> PartyColumns:
     bins = fit_bins(party.features, params.max_bin)
     return PartyColumns(bins, bins.transform(party.features))
@@ -124,6 +138,7 @@ def train_local(
     """Train with every party in this process; returns the model and the run's report."""
     spec = get_protocol(protocol)
     options = options or ProtocolOptions()
+    envs = _environments(spec.uses_enclaves, options, len(passives))
     passives = align_parties(active, passives)
     y, classes, objective_name = encode_labels(active, params.objective)
     objective = make_objective(objective_name, len(classes) if classes else 2)
@@ -138,7 +153,7 @@ def train_local(
     for index, data in enumerate(passives, start=1):
         columns = _columns(data, params)
         party = PassiveParty(index, data.name, list(data.feature_names), columns.owner,
-                             columns=columns, protocol=spec.make_passive(columns, params, options),
+                             columns=columns, protocol=spec.make_passive(columns, params, envs[index], index),
                              protocol_name=protocol)
         party.add_dataset("train", data.features)
         if validation is not None:
@@ -166,7 +181,7 @@ def train_local(
         hello = handshake(channel, protocol, active.n_rows, params.max_bin)
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
         finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins,
-                                  params, options)
+                                  params, envs[0])
         if writer is not None:
             finder = NotingFinder(finder, writer, objective.n_outputs)
         booster = Booster(
@@ -206,5 +221,7 @@ def train_local(
             phases[phase] = phases.get(phase, 0.0) + value
     run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress,
                       {k: round(v, 4) for k, v in phases.items()})
+    if spec.uses_enclaves:
+        run.enclaves = "simulated backend (separate processes, no hardware isolation)"
     return model, run
 

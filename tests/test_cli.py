@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from teeboost.cli import main
 from teeboost.datasets import bundled_path
@@ -53,10 +54,12 @@ def test_console_script_demo_runs_in_a_fresh_process(tmp_path):
     assert all(r["value"] > 0.8 for r in reports)
 
 
-def test_unimplemented_protocol_is_a_clear_error(capsys, tmp_path):
-    code = main(["train", "--protocol", "ntee", "--model-dir", str(tmp_path / "m")])
-    assert code == 2
-    assert "not implemented" in capsys.readouterr().err
+@pytest.mark.parametrize("protocol, extra", [("ntee", []), ("onetee", ["--onetee-bins-once"])])
+def test_train_tee_protocols_say_simulated(tmp_path, capsys, protocol, extra):
+    assert main(["train", "--protocol", protocol, "--n-trees", "2", "--model-dir", str(tmp_path / "m"), *extra]) == 0
+    out = capsys.readouterr().out
+    assert f"protocol        {protocol}" in out
+    assert "enclaves        simulated backend" in out
 
 
 def test_full_kaggle_format_file_uses_the_default_split(tmp_path, capsys):

@@ -28,8 +28,9 @@ ROW_LIST, ROW_BITMAP = 0, 1
 @message
 @dataclass(frozen=True)
 class SplitRequest:
-    """Active -> owner: record these splits (``locators`` are protocol-defined: (feature,
-    bin) pairs in the clear, or enclave handles) and partition the nodes."""
+    """Active -> owner: record these splits and partition the nodes. A split is named by
+    (feature, bin, missing direction) where the active party knows them (plain,
+    SecureBoost), or by an enclave's opaque handle where it must not (N-TEE)."""
 
     tree: int
     nodes: np.ndarray = array_field("int32", 1)
@@ -38,6 +39,7 @@ class SplitRequest:
     features: np.ndarray = array_field("int32", 1)
     bins: np.ndarray = array_field("int32", 1)
     default_left: np.ndarray = array_field("bool", 1)
+    handles: np.ndarray = array_field("uint64", 1)
 
 
 @message

@@ -7,13 +7,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..config import BoostParams, ProtocolOptions
+from ..config import BoostParams
 from ..core.columns import PartyColumns
 from ..core.grower import SplitFinder
 from ..core.split import SplitCriteria
 from ..errors import ConfigError
 from ..transport.base import Channel
-from . import plain, secureboost
+from . import ntee, onetee, plain, secureboost
+from .enclaves import ProtocolEnv
 
 __all__ = ["ProtocolSpec", "PROTOCOLS", "get_protocol"]
 
@@ -23,24 +24,41 @@ class ProtocolSpec:
     name: str
     summary: str
     make_active: Callable[[Channel, PartyColumns, SplitCriteria, dict[int, np.ndarray], BoostParams,
-                           ProtocolOptions], SplitFinder]
-    make_passive: Callable[[PartyColumns, BoostParams, ProtocolOptions], Any]
+                           ProtocolEnv], SplitFinder]
+    make_passive: Callable[[PartyColumns, BoostParams, ProtocolEnv, int], Any]
+    uses_enclaves: bool = False
 
 
 PROTOCOLS: dict[str, ProtocolSpec] = {
     "plain": ProtocolSpec(
         "plain",
         "no protection: gradients and histograms in the clear (reference and floor)",
-        lambda channel, columns, criteria, bins, params, options: plain.PlainActive(
+        lambda channel, columns, criteria, bins, params, env: plain.PlainActive(
             channel, columns, criteria, bins, params.max_bin),
-        lambda columns, params, options: plain.PlainPassive(columns),
+        lambda columns, params, env, index: plain.PlainPassive(columns),
     ),
     "secureboost": ProtocolSpec(
         "secureboost",
         "Paillier: encrypted gradients, the active party decrypts every passive bin sum",
-        lambda channel, columns, criteria, bins, params, options: secureboost.SecureBoostActive(
-            channel, columns, criteria, bins, params.max_bin, options),
-        lambda columns, params, options: secureboost.SecureBoostPassive(columns, options),
+        lambda channel, columns, criteria, bins, params, env: secureboost.SecureBoostActive(
+            channel, columns, criteria, bins, params.max_bin, env.options),
+        lambda columns, params, env, index: secureboost.SecureBoostPassive(columns, env.options),
+    ),
+    "ntee": ProtocolSpec(
+        "ntee",
+        "an enclave at every party: passive enclaves return only their best score and a handle",
+        lambda channel, columns, criteria, bins, params, env: ntee.NteeActive(
+            channel, columns, criteria, bins, params.max_bin, env),
+        lambda columns, params, env, index: ntee.NteePassive(columns, params, env, index),
+        uses_enclaves=True,
+    ),
+    "onetee": ProtocolSpec(
+        "onetee",
+        "one enclave at the active party: one-time-pad masked sums, unmasked and scored inside it",
+        lambda channel, columns, criteria, bins, params, env: onetee.OneTeeActive(
+            channel, columns, criteria, bins, params.max_bin, env),
+        lambda columns, params, env, index: onetee.OneTeePassive(columns, env),
+        uses_enclaves=True,
     ),
 }
 

@@ -63,8 +63,9 @@ def check_histograms(hist: np.ndarray, nodes: list[int], node_rows: NodeRows,
             )
 
 
-class ActiveScoring(SplitFinder, ABC):
-    """Active side: own columns locally, passive histograms over the channel."""
+class ActiveSplitting(SplitFinder, ABC):
+    """What every protocol's active side shares: its own columns, per-tree state, and asking
+    winners to partition nodes (and announcing the result to the other parties)."""
 
     def __init__(self, channel: Channel, columns: PartyColumns, criteria: SplitCriteria,
                  passive_bins: dict[int, np.ndarray], max_bin: int) -> None:
@@ -84,11 +85,7 @@ class ActiveScoring(SplitFinder, ABC):
 
     @abstractmethod
     def _send_gradients(self, tree_index: int, rows: np.ndarray, gradients: EncodedGradients) -> None:
-        """Give every passive party what it needs to sum this tree's gradients."""
-
-    @abstractmethod
-    def _histograms(self, party: int, reply: Any, nodes: list[int]) -> np.ndarray:
-        """A passive party's reply -> int64 (nodes, features, width, 3) exact sums."""
+        """Give every passive party what it needs for this tree's gradients."""
 
     def begin_tree(self, tree_index, rows, gradients):
         self._tree = tree_index
@@ -96,6 +93,55 @@ class ActiveScoring(SplitFinder, ABC):
         self.announcements.clear()
         self.columns.begin_tree(gradients)
         self._send_gradients(tree_index, rows, gradients)
+
+    def apply_splits(self, splits, children):
+        results: dict[int, AppliedSplit] = {}
+        by_party: dict[int, list[int]] = {}
+        for i, split in enumerate(splits):
+            by_party.setdefault(split.party, []).append(i)
+        for i in by_party.pop(0, []):
+            split = splits[i]
+            record, left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
+                                              split.bin, split.default_left, self._tree)
+            results[i] = AppliedSplit(record, left)
+        requests = {party: self._split_request(party, [splits[i] for i in idx], [children[i] for i in idx])
+                    for party, idx in by_party.items()}
+        replies = self.channel.request_all(requests) if requests else {}
+        for party, idx in by_party.items():
+            reply = replies[party]
+            if not isinstance(reply, SplitReply) or reply.tree != self._tree or reply.records.size != len(idx):
+                raise ProtocolError(f"party {party} did not return one record per split")
+            parents = [self._node_rows.rows(splits[i].node_id) for i in idx]
+            lefts = bits_to_subsets(parents, reply.left_bits, f"split reply of party {party}")
+            for i, record, left in zip(idx, reply.records, lefts):
+                results[i] = AppliedSplit(int(record), left)
+        ordered = [results[i] for i in range(len(splits))]
+        for split, (left_id, right_id), result in zip(splits, children, ordered):
+            self.announcements.add(split.party, split.node_id, left_id, right_id,
+                                   self._node_rows.rows(split.node_id), result.left_rows)
+        return ordered
+
+
+    def _split_request(self, party: int, splits: list[SplitInfo], children: list[tuple[int, int]]) -> Any:
+        """How this protocol names the splits a passive party won."""
+        return SplitRequest(
+            self._tree,
+            np.array([s.node_id for s in splits], dtype=np.int32),
+            np.array([c[0] for c in children], dtype=np.int32),
+            np.array([c[1] for c in children], dtype=np.int32),
+            np.array([s.feature for s in splits], dtype=np.int32),
+            np.array([s.bin for s in splits], dtype=np.int32),
+            np.array([s.default_left for s in splits], dtype=bool),
+            np.array([max(s.handle, 0) for s in splits], dtype=np.uint64),
+        )
+
+
+class ActiveScoring(ActiveSplitting, ABC):
+    """The active party scores every split from histograms (plain, SecureBoost)."""
+
+    @abstractmethod
+    def _histograms(self, party: int, reply: Any, nodes: list[int]) -> np.ndarray:
+        """A passive party's reply -> int64 (nodes, features, width, 3) exact sums."""
 
     def expected_shape(self, party: int, n_nodes: int) -> tuple[int, ...]:
         return (n_nodes, self.passive_bins[party].size, self.width, CHANNELS)
@@ -134,43 +180,6 @@ class ActiveScoring(SplitFinder, ABC):
                 party, best = winner
                 found.append(SplitInfo(node, party, best.gain, best.feature, best.bin, best.default_left))
         return found
-
-    def apply_splits(self, splits, children):
-        results: dict[int, AppliedSplit] = {}
-        by_party: dict[int, list[int]] = {}
-        for i, split in enumerate(splits):
-            by_party.setdefault(split.party, []).append(i)
-        for i in by_party.pop(0, []):
-            split = splits[i]
-            record, left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
-                                              split.bin, split.default_left, self._tree)
-            results[i] = AppliedSplit(record, left)
-        requests = {
-            party: SplitRequest(
-                self._tree,
-                np.array([splits[i].node_id for i in idx], dtype=np.int32),
-                np.array([children[i][0] for i in idx], dtype=np.int32),
-                np.array([children[i][1] for i in idx], dtype=np.int32),
-                np.array([splits[i].feature for i in idx], dtype=np.int32),
-                np.array([splits[i].bin for i in idx], dtype=np.int32),
-                np.array([splits[i].default_left for i in idx], dtype=bool),
-            )
-            for party, idx in by_party.items()
-        }
-        replies = self.channel.request_all(requests) if requests else {}
-        for party, idx in by_party.items():
-            reply = replies[party]
-            if reply.tree != self._tree or reply.records.size != len(idx):
-                raise ProtocolError(f"party {party} returned {reply.records.size} records for {len(idx)} splits")
-            parents = [self._node_rows.rows(splits[i].node_id) for i in idx]
-            lefts = bits_to_subsets(parents, reply.left_bits, f"split reply of party {party}")
-            for i, record, left in zip(idx, reply.records, lefts):
-                results[i] = AppliedSplit(int(record), left)
-        ordered = [results[i] for i in range(len(splits))]
-        for split, (left_id, right_id), result in zip(splits, children, ordered):
-            self.announcements.add(split.party, split.node_id, left_id, right_id,
-                                   self._node_rows.rows(split.node_id), result.left_rows)
-        return ordered
 
 
 class PassiveScoring(ABC):
@@ -211,7 +220,8 @@ class PassiveScoring(ABC):
 
     def _split(self, msg: SplitRequest) -> SplitReply:
         n = msg.nodes.size
-        if not all(a.size == n for a in (msg.lefts, msg.rights, msg.features, msg.bins, msg.default_left)):
+        if not all(a.size == n for a in (msg.lefts, msg.rights, msg.features, msg.bins, msg.default_left,
+                                         msg.handles)):
             raise ProtocolError("split request arrays differ in length")
         n_bins = self.columns.bins.n_value_bins
         records, parents, lefts = [], [], []

@@ -1,0 +1,249 @@
+"""1-TEE (seed paper, with a real one-time pad): one enclave, at the active party.
+
+Setup: each passive party's host attests the active party's enclave (quote, measurement,
+freshness, key binding) and opens an AES-GCM channel to it; nothing else can read what it
+seals. Per tree the enclave masks every sampled row's fixed-point g and h with fresh uniform
+pads in Z_2^64 (the seed paper's real-valued pad does not hide; a ring pad does), the host
+sends the masked values to the passive parties. Per level each passive party sums masked
+values per node x feature x bin with wrap-around arithmetic, and seals the sums together with
+the index sets behind them (or, with ``onetee_bins_once``, sends its bin assignments once at
+setup, the same information in far fewer bytes). The enclave removes the pads, checks, scores
+all splits and releases only the winner. The active host sees sealed records, winners and
+left instance sets; the winning passive party alone learns which of its splits won.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.histogram import plan_level
+from ..core.split import SplitInfo
+from ..errors import ProtocolError
+from ..parties.messages import Ack
+from ..tee.channel import ChannelInitiator, SecureChannel
+from ..tee.quote import QuoteVerifier
+from ..transport import serde
+from ..transport.serde import array_field, message
+from . import enclave_messages as em
+from .enclaves import ProtocolEnv, enclave_code
+from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, init_message, sealed_records, split_records
+from .partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
+from .ring import ring_bincount
+from .scoring import ActiveSplitting, HistogramRequest, PassiveScoring
+
+__all__ = ["OneTeeActive", "OneTeePassive", "ChannelOpen", "ChannelAccept", "MaskedGradients", "SealedSplitRequest"]
+
+PROGRAM = "onetee_enclave.py"
+
+
+@message
+@dataclass(frozen=True)
+class ChannelOpen:
+    """Active -> passive: attest my enclave and open a channel to it."""
+
+    send_bins: bool
+
+
+@message
+@dataclass(frozen=True)
+class ChannelAccept:
+    """Active -> passive: the enclave's quote, key share and nonce."""
+
+    reply: bytes
+
+
+@message
+@dataclass(frozen=True)
+class MaskedGradients:
+    """One tree's masked gradients of the sampled rows (uniform in Z_2^64: they hide g, h)."""
+
+    tree: int
+    n_rows: int
+    row_encoding: np.ndarray = array_field("uint8", 1)
+    row_offsets: np.ndarray = array_field("int64", 1)
+    row_payload: np.ndarray = array_field("uint8", 1)
+    g: np.ndarray = array_field("uint64", 1)
+    h: np.ndarray = array_field("uint64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class SealedSplitRequest:
+    """Active -> winning passive: partition these nodes; which split won is sealed by the enclave."""
+
+    tree: int
+    nodes: np.ndarray = array_field("int32", 1)
+    lefts: np.ndarray = array_field("int32", 1)
+    rights: np.ndarray = array_field("int32", 1)
+    record: bytes
+
+
+class OneTeeActive(ActiveSplitting):
+    def __init__(self, channel, columns, criteria, passive_bins, max_bin, env: ProtocolEnv) -> None:
+        super().__init__(channel, columns, criteria, passive_bins, max_bin)
+        self.timer: dict[str, float] = {}
+        started = time.perf_counter()
+        self.bins_once = env.options.onetee_bins_once
+        code = enclave_code(PROGRAM, env.trusted_roots, env.options.aes_bits)
+        self.enclave = env.backend().load(code, label="active")
+        self.enclave.ecall("init", init_message("active", 0, criteria, max_bin))
+        for party in self.channel.parties:
+            prefix = party.to_bytes(4, "big")
+            hello = self.channel.request(party, ChannelOpen(self.bins_once))
+            final = self.channel.request(party, ChannelAccept(self.enclave.ecall("respond", prefix + hello.hello)))
+            self.enclave.ecall("finish_responder", prefix + final.final)
+            self.enclave.ecall("party_bins", prefix + passive_bins[party].astype(np.int64).tobytes())
+            if self.bins_once:
+                bins = self.channel.request(party, SealedMessage(-1, "bins", b""))
+                self.enclave.ecall("bins_once", prefix + bins.record)
+        self._locators: dict[int, bytes] = {}
+        self.timer["enclave setup"] = time.perf_counter() - started
+
+    def _send_gradients(self, tree_index, rows, gradients):
+        masked = serde.decode(self.enclave.ecall("mask", serde.encode(em.GradientsIn(
+            tree_index, gradients.codec.frac_bits, gradients.g.size, rows, gradients.g[rows], gradients.h[rows]))))
+        encoding, offsets, payload = encode_row_sets([rows], gradients.g.size)
+        msg = MaskedGradients(tree_index, gradients.g.size, encoding, offsets, payload, masked.g, masked.h)
+        self.channel.request_all({p: msg for p in self.channel.parties})
+
+    def find_splits(self, nodes, node_rows):
+        self._node_rows = node_rows
+        requests = {p: HistogramRequest(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_party(p))
+                    for p in self.channel.parties}
+        self.announcements.clear()
+        pending = self.channel.submit_all(requests)
+        own = self.columns.best(nodes, node_rows, self.codec, self.criteria)
+        replies = pending.result()
+        records = {}
+        for party, reply in replies.items():
+            if not isinstance(reply, SealedMessage) or reply.kind != "sums" or reply.tree != self._tree:
+                raise ProtocolError(f"party {party} did not answer the level request with sealed sums")
+            records[party] = reply.record
+        row_nodes, row_sets = [], []
+        if self.bins_once:  # the enclave needs the rows of every node a party may have built
+            for node in nodes:
+                for candidate in (node, node_rows.sibling(node)):
+                    if candidate >= 0 and candidate in node_rows and candidate not in row_nodes:
+                        row_nodes.append(candidate)
+                        row_sets.append(node_rows.rows(candidate))
+        encoding, offsets, payload = encode_row_sets(row_sets, node_rows.n_rows)
+        chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.OneTeeChooseIn(
+            self._tree, np.array(nodes, dtype=np.int32), np.array([b.gain for b in own], dtype=np.float64),
+            np.array(row_nodes, dtype=np.int32), encoding, offsets, payload,
+            np.frombuffer(sealed_records(records), dtype=np.uint8)))))
+        self._locators = split_records(chosen.records.tobytes())
+        found: list[SplitInfo | None] = []
+        for i, node in enumerate(nodes):
+            party = int(chosen.parties[i])
+            if party < 0:
+                found.append(None)
+            elif party == 0:
+                best = own[i]
+                found.append(SplitInfo(node, 0, best.gain, best.feature, best.bin, best.default_left))
+            else:
+                found.append(SplitInfo(node, party, float(chosen.gains[i]), -1, -1, False))
+        return found
+
+    def _split_request(self, party, splits, children):
+        record = self._locators.pop(party, None)
+        if record is None:
+            raise ProtocolError(f"the enclave released no split locator for party {party}")
+        return SealedSplitRequest(self._tree, np.array([s.node_id for s in splits], dtype=np.int32),
+                                  np.array([c[0] for c in children], dtype=np.int32),
+                                  np.array([c[1] for c in children], dtype=np.int32), record)
+
+    def close(self) -> None:
+        self.enclave.close()
+
+
+class OneTeePassive(PassiveScoring):
+    handles = PassiveScoring.handles + (ChannelOpen, ChannelAccept, SealedMessage, MaskedGradients, SealedSplitRequest)
+
+    def __init__(self, columns, env: ProtocolEnv) -> None:
+        super().__init__(columns)
+        self.timer: dict[str, float] = {}
+        code = enclave_code(PROGRAM, env.trusted_roots, env.options.aes_bits)
+        # the measurement this party expects of the active party's enclave (published code)
+        self._verifier = QuoteVerifier(list(env.trusted_roots), [code.measurement])
+        self._initiator: ChannelInitiator | None = None
+        self._channel: SecureChannel | None = None
+        self._aes_bits = env.options.aes_bits
+        self._bins_once = False
+        self._masked: tuple[np.ndarray, np.ndarray] | None = None
+        self._cached: set[int] = set()
+        self.width = columns.bins.max_bin + 1
+
+    def _begin_tree(self, msg):
+        if isinstance(msg, ChannelOpen):
+            self._bins_once = msg.send_bins
+            self._initiator = ChannelInitiator(verifier=self._verifier, aes_bits=self._aes_bits)
+            return EnclaveHello(self._initiator.hello())
+        if isinstance(msg, ChannelAccept):
+            if self._initiator is None:
+                raise ProtocolError("channel accept without a channel open")
+            final, self._channel = self._initiator.finish(msg.reply)  # AttestationError if not genuine
+            self._initiator = None
+            return EnclaveFinish(final)
+        if self._channel is None:
+            raise ProtocolError("the active party's enclave has not been attested yet")
+        if isinstance(msg, SealedMessage) and msg.kind == "bins":
+            if not self._bins_once:
+                raise ProtocolError("bin assignments were not agreed for this run")
+            frame = serde.encode(em.BinsOnce(self.columns.bins.n_value_bins.astype(np.int64),
+                                             self.columns.binned_by_feature.astype(np.uint16)))
+            return SealedMessage(-1, "bins", self._channel.seal(frame))
+        if isinstance(msg, MaskedGradients):
+            n_rows = self.columns.n_rows
+            if msg.n_rows != n_rows:
+                raise ProtocolError(f"masked gradients for {msg.n_rows} rows; this party holds {n_rows}")
+            (rows,) = decode_row_sets(msg.row_encoding, msg.row_offsets, msg.row_payload, n_rows, "gradient rows")
+            if msg.g.size != rows.size or msg.h.size != rows.size:
+                raise ProtocolError("masked gradient vectors do not match the rows")
+            g = np.zeros(n_rows, dtype=np.uint64)
+            h = np.zeros(n_rows, dtype=np.uint64)
+            g[rows], h[rows] = msg.g, msg.h
+            self._masked = (g, h)
+            self._cached = set()
+            self._open_tree(msg.tree, check_rows(rows, n_rows, "gradient rows"))
+            return Ack()
+        if isinstance(msg, SealedSplitRequest):
+            return self._sealed_split(msg)
+        raise ProtocolError(f"1-TEE does not serve {type(msg).__name__}")
+
+    def _level(self, nodes, node_rows):
+        plan = plan_level(nodes, node_rows, self._cached)
+        g, h = self._masked
+        binned = self.columns.binned_by_feature
+        n_features = binned.shape[0]
+        sums = np.zeros((len(plan.build), n_features, self.width, 2), dtype=np.uint64)
+        counts = np.zeros((0 if self._bins_once else len(plan.build), n_features, self.width), dtype=np.int64)
+        index_rows = []
+        for i, node in enumerate(plan.build):
+            rows = node_rows.rows(node)
+            for f in range(n_features):
+                bins = binned[f, rows].astype(np.intp)
+                sums[i, f, :, 0] = ring_bincount(bins, g[rows], self.width)
+                sums[i, f, :, 1] = ring_bincount(bins, h[rows], self.width)
+                if not self._bins_once:
+                    counts[i, f] = np.bincount(bins, minlength=self.width)
+                    index_rows.append(rows[np.argsort(bins, kind="stable")].astype(np.uint32))
+        derived = np.array(plan.derive, dtype=np.int32).reshape(-1, 3)
+        self._cached = set(plan.build) | {d[0] for d in plan.derive}
+        rows_blob = np.concatenate(index_rows) if index_rows else np.empty(0, dtype=np.uint32)
+        frame = serde.encode(em.MaskedSums(self._tree, np.array(plan.build, dtype=np.int32), derived, sums,
+                                           counts, rows_blob))
+        return SealedMessage(self._tree, "sums", self._channel.seal(frame))
+
+    def _sealed_split(self, msg: SealedSplitRequest):
+        if msg.tree != self._tree:
+            raise ProtocolError("split request for a tree that is not open")
+        locators = serde.decode(self._channel.open(msg.record))
+        if not isinstance(locators, em.SplitLocators) or locators.tree != self._tree \
+                or not np.array_equal(locators.nodes, msg.nodes):
+            raise ProtocolError("the sealed split locators do not match the split request")
+        n = msg.nodes.size
+        return self._split(SplitRequest(msg.tree, msg.nodes, msg.lefts, msg.rights, locators.features,
+                                        locators.bins, locators.default_left, np.zeros(n, dtype=np.uint64)))

@@ -1,0 +1,113 @@
+"""N-TEE and 1-TEE: the plain protocol's trees, and nothing of split finding in the clear."""
+
+import numpy as np
+import pytest
+
+from teeboost.config import BoostParams, ProtocolOptions
+from teeboost.errors import AttestationError, IntegrityError, ProtocolError
+from teeboost.federation import train_local
+from teeboost.parties.messages import HistogramNote
+from teeboost.protocols.ntee import SealedMessage
+from teeboost.transport import inmemory, serde
+from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
+
+from .helpers import federated_descriptions
+
+PARAMS = BoostParams(n_trees=3, max_depth=3)
+VARIANTS = [("ntee", ProtocolOptions()), ("onetee", ProtocolOptions()),
+            ("onetee", ProtocolOptions(onetee_bins_once=True)), ("ntee", ProtocolOptions(aes_bits=256))]
+IDS = ["ntee", "onetee", "onetee-bins-once", "ntee-aes256"]
+
+
+@pytest.fixture(scope="module")
+def reference(small_credit):
+    active, passives = small_credit
+    return train_local(active, passives, PARAMS)[0]
+
+
+@pytest.mark.parametrize("protocol, options", VARIANTS, ids=IDS)
+def test_same_trees_and_predictions_as_plain(small_credit, reference, protocol, options):
+    active, passives = small_credit
+    model, run = train_local(active, passives, PARAMS, protocol, options=options)
+    assert federated_descriptions(model) == federated_descriptions(reference)
+    features = [p.features for p in passives]
+    assert np.array_equal(model.predict(active.features, features), reference.predict(active.features, features))
+    assert any(t.party[n] == 1 for t in model.active.ensemble.trees for n in range(t.n_nodes))
+    assert "simulated" in run.enclaves
+
+
+def test_three_parties(credit_parties):
+    active, (passive,) = credit_parties
+    rows = np.arange(2500)
+    active = active.take(rows)
+    from teeboost.data import PartyData
+
+    halves = [PartyData(f"passive-{i}", "test", passive.features[rows][:, cols],
+                        tuple(passive.feature_names[c] for c in cols), ids=active.ids)
+              for i, cols in ((1, [0, 1]), (2, [2, 3, 4]))]
+    plain = train_local(active, halves, PARAMS)[0]
+    for protocol in ("ntee", "onetee"):
+        model = train_local(active, halves, PARAMS, protocol)[0]
+        assert federated_descriptions(model) == federated_descriptions(plain)
+
+
+@pytest.mark.parametrize("protocol, options", VARIANTS[:3], ids=IDS[:3])
+def test_transcript_holds_no_passive_bin_sums_or_scores(tmp_path, small_credit, protocol, options):
+    active, passives = small_credit
+    path = tmp_path / "run.tbt"
+    train_local(active, passives, PARAMS, protocol, options=options, transcript=path)
+    records = list(read_transcript(path))
+    kinds = {(r.kind, type(r.message).__name__) for r in records}
+    assert not any(isinstance(r.message, HistogramNote) for r in records)
+    received = {name for kind, name in kinds if kind == RECEIVED}
+    # everything the passive parties send back: acknowledgements, attestation handshakes,
+    # sealed records, left instance sets, routing answers
+    assert received <= {"Ack", "HelloReply", "EnclaveHelloReply", "EnclaveHello", "EnclaveFinish",
+                        "SealedMessage", "SplitReply", "RouteReply"}, received
+    sealed = [r.message for r in records if isinstance(r.message, SealedMessage) and r.message.record]
+    assert sealed
+    for msg in sealed:  # opaque: not a decodable frame, no plaintext message inside
+        with pytest.raises(Exception):
+            serde.decode(msg.record)
+        assert b"TBM1" not in msg.record
+    # the only scores the active host sees are its own and the winners' (in its trees)
+    notes = {type(r.message).__name__ for r in records if r.kind == NOTE}
+    assert notes == {"RunNote", "GradientsNote", "TreeNote"}
+    sent_types = {name for kind, name in kinds if kind == SENT}
+    assert "PlainBeginTree" not in sent_types  # no gradients in the clear
+
+
+def _tamper_sealed(monkeypatch, kind):
+    original = inmemory.answer_frame
+
+    def answer(handler, frame):
+        reply = original(handler, frame)
+        msg = serde.decode(reply)
+        if isinstance(msg, SealedMessage) and msg.kind == kind:
+            record = bytearray(msg.record)
+            record[-1] ^= 1
+            return serde.encode(SealedMessage(msg.tree, msg.kind, bytes(record)))
+        return reply
+
+    monkeypatch.setattr(inmemory, "answer_frame", answer)
+
+
+@pytest.mark.parametrize("protocol, kind", [("ntee", "candidates"), ("onetee", "sums")])
+def test_tampered_sealed_record_is_refused(monkeypatch, small_credit, protocol, kind):
+    active, passives = small_credit
+    _tamper_sealed(monkeypatch, kind)
+    with pytest.raises(IntegrityError):
+        train_local(active, passives, PARAMS, protocol)
+
+
+def test_passive_party_refuses_an_enclave_with_unexpected_code(monkeypatch, small_credit):
+    """1-TEE: a passive party attests the active enclave against the measurement it expects
+    (here: some other code's), and sends nothing when it does not match."""
+    from teeboost.protocols import onetee
+    from teeboost.tee.quote import QuoteVerifier
+
+    active, passives = small_credit
+    expected_other_code = [bytes(32)]
+    monkeypatch.setattr(onetee, "QuoteVerifier", lambda roots, measurements: QuoteVerifier(roots, expected_other_code))
+    with pytest.raises(ProtocolError, match="AttestationError: remote attestation failed"):
+        train_local(active, passives, PARAMS, "onetee")
