@@ -254,6 +254,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
+    if args.config is not None:
+        from .deploy.active import run_prediction
+        from .deploy.config import load_config
+
+        summary = run_prediction(load_config(args.config), args.data, args.output)
+        print(json.dumps(summary) if args.json else
+              f"wrote {summary['rows']} predictions to {summary['output']} "
+              f"({summary['bytes_total']:,} bytes of routing questions on the wire)")
+        return 0
+    if args.model_dir is None:
+        raise DataError("give --model-dir (a local model) or --config (the active party's config, parties online)")
     model = FederatedModel.load(args.model_dir)
     id_column = model.active.id_column
     frame = read_csv(args.data, id_column=id_column)
@@ -294,6 +305,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if not args.in_memory:
+        from .deploy.demo import run_demo
+
+        return run_demo(args.workdir, as_json=args.json)
     print("teeboost demo: Give Me Some Credit sample (bundled), one active and one passive party, "
           "in-memory federation", file=sys.stderr)
     demo_args = argparse.Namespace(**{**vars(_DEMO_DEFAULTS), "model_dir": args.model_dir, "json": args.json})
@@ -315,6 +330,47 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_certs(args: argparse.Namespace) -> int:
+    from .transport.tls import create_federation_certs
+
+    parties = [p.strip() for p in args.parties.split(",") if p.strip()]
+    files = create_federation_certs(args.out, parties, days=args.days)
+    print(f"wrote {args.out / 'ca.pem'} (keep {args.out / 'ca.key'} offline) and, per party, "
+          + ", ".join(f"{f.cert.name}/{f.key.name}" for f in files.values()))
+    return 0
+
+
+def _cmd_party(args: argparse.Namespace) -> int:
+    from .deploy.config import load_config
+
+    config = load_config(args.config)
+    if config.role == "passive":
+        from .deploy.passive import serve_passive
+
+        serve_passive(config, ready_file=args.ready_file)
+        return 0
+    from .deploy.active import run_training, shutdown_peers
+
+    if args.protocol:
+        config.protocol = args.protocol
+    progress = _Progress(config.params.n_trees, sys.stderr.isatty() and not args.json)
+    try:
+        report = run_training(config, transcript=args.transcript, on_tree=progress)
+    finally:
+        progress.close()
+    if args.shutdown_peers:
+        shutdown_peers(config)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        report.setdefault("parties", {})
+        _print_report(report)
+        psi = report["psi"]
+        print(f"PSI             {psi['intersection']} shared rows of {psi['active_ids']} active ids, "
+              f"{psi['seconds']:.2f} s, {psi['bytes']:,} bytes")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="teeboost", description="Vertical federated gradient boosting.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -322,15 +378,34 @@ def _parser() -> argparse.ArgumentParser:
     _add_training_options(train)
     train.set_defaults(func=_cmd_train)
     predict = sub.add_parser("predict", help="predict with a saved model (one prediction per input row)")
-    predict.add_argument("--model-dir", type=Path, required=True)
+    predict.add_argument("--model-dir", type=Path, help="a locally trained model (all parties' files)")
+    predict.add_argument("--config", type=Path, help="the active party's config: predict with parties online")
     predict.add_argument("--data", type=Path, required=True, help="CSV with every party's columns")
     predict.add_argument("--output", type=Path, required=True, help="CSV to write")
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(func=_cmd_predict)
-    demo = sub.add_parser("demo", help="train every available protocol on the bundled data and compare")
-    demo.add_argument("--model-dir", type=Path, default=Path("teeboost-demo"))
+    demo = sub.add_parser("demo", help="every party as its own process over gRPC+mTLS: PSI, all protocols, "
+                                       "prediction, one report")
+    demo.add_argument("--workdir", type=Path, help="where the demo writes data, certificates, models "
+                                                   "(default: a new temporary directory)")
+    demo.add_argument("--in-memory", action="store_true", help="run all parties in this process instead")
+    demo.add_argument("--model-dir", type=Path, default=Path("teeboost-demo"), help="with --in-memory")
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(func=_cmd_demo)
+    certs = sub.add_parser("certs", help="create a federation CA and one TLS certificate per party")
+    certs.add_argument("--out", type=Path, required=True)
+    certs.add_argument("--parties", required=True, help="comma-separated party names, e.g. active,passive-1")
+    certs.add_argument("--days", type=int, default=365)
+    certs.set_defaults(func=_cmd_certs)
+    party = sub.add_parser("party", help="run one party from its config (the active party drives; "
+                                         "passive parties serve)")
+    party.add_argument("--config", type=Path, required=True)
+    party.add_argument("--protocol", choices=_CONTRACT_PROTOCOLS, help="active: override [training] protocol")
+    party.add_argument("--transcript", type=Path, help="active: record its view of the run")
+    party.add_argument("--ready-file", type=Path, help="passive: write host:port here once listening")
+    party.add_argument("--shutdown-peers", action="store_true", help="active: stop the passive parties afterwards")
+    party.add_argument("--json", action="store_true")
+    party.set_defaults(func=_cmd_party)
     return parser
 
 

@@ -31,10 +31,11 @@ from .parties.passive import PassiveParty
 from .protocols.enclaves import ProtocolEnv
 from .protocols.registry import get_protocol
 from .tee.simulated import SimulatedPlatform
+from .transport.base import Channel
 from .transport.inmemory import InMemoryChannel
 from .transport.transcript import TranscriptWriter
 
-__all__ = ["FederatedModel", "TrainingRun", "train_local"]
+__all__ = ["FederatedModel", "TrainingRun", "train_local", "train_active", "build_passive"]
 
 
 @dataclass
@@ -124,42 +125,27 @@ def _columns(party: PartyData, params: BoostParams) -> PartyColumns:
     return PartyColumns(bins, bins.transform(party.features))
 
 
-def train_local(
+def train_active(
     active: PartyData,
-    passives: list[PartyData],
+    channel: Channel,
     params: BoostParams,
-    protocol: str = "plain",
+    protocol: str,
     *,
-    validation: tuple[PartyData, list[PartyData]] | None = None,
+    env: ProtocolEnv,
+    party_names: dict[int, str],
+    validation: tuple[PartyData, str] | None = None,
     transcript: str | Path | None = None,
     on_tree: Callable[[TreeProgress], None] | None = None,
-    options: ProtocolOptions | None = None,
-) -> tuple[FederatedModel, TrainingRun]:
-    """Train with every party in this process; returns the model and the run's report."""
+) -> tuple[ActiveModel, TrainingRun]:
+    """The active party's side of training over any channel (in-memory or gRPC). Passive
+    parties must already hold their rows in the active party's order and, for validation,
+    a dataset of that name."""
     spec = get_protocol(protocol)
-    options = options or ProtocolOptions()
-    envs = _environments(spec.uses_enclaves, options, len(passives))
-    passives = align_parties(active, passives)
     y, classes, objective_name = encode_labels(active, params.objective)
     objective = make_objective(objective_name, len(classes) if classes else 2)
-    if validation is not None:
-        valid_active, valid_passives = validation
-        valid_passives = align_parties(valid_active, valid_passives)
-        valid_y = encode_with_classes(valid_active, classes)
-
+    valid_y = encode_with_classes(validation[0], classes) if validation is not None else None
     started = time.perf_counter()
     active_columns = _columns(active, params)
-    parties = []
-    for index, data in enumerate(passives, start=1):
-        columns = _columns(data, params)
-        party = PassiveParty(index, data.name, list(data.feature_names), columns.owner,
-                             columns=columns, protocol=spec.make_passive(columns, params, envs[index], index),
-                             protocol_name=protocol)
-        party.add_dataset("train", data.features)
-        if validation is not None:
-            party.add_dataset("valid", valid_passives[index - 1].features)
-        parties.append(party)
-    channel = InMemoryChannel({p.index: p.handle for p in parties})
     writer = TranscriptWriter(transcript) if transcript is not None else None
     channel.transcript = writer
     progress: list[TreeProgress] = []
@@ -175,13 +161,12 @@ def train_local(
             writer.note(RunNote(protocol, json.dumps({
                 "params": params.to_dict(), "objective": objective_name, "n_rows": active.n_rows,
                 "active_features": list(active.feature_names),
-                "passive_parties": [{"index": p.index, "name": p.name, "n_features": len(p.feature_names)}
-                                    for p in parties],
+                "passive_parties": [{"index": i, "name": n} for i, n in sorted(party_names.items())],
             })))
         hello = handshake(channel, protocol, active.n_rows, params.max_bin)
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
         finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins,
-                                  params, envs[0])
+                                  params, env)
         if writer is not None:
             finder = NotingFinder(finder, writer, objective.n_outputs)
         booster = Booster(
@@ -192,7 +177,8 @@ def train_local(
         )
         valid = None
         if validation is not None:
-            valid = Validation(valid_y, FederatedOracle(channel, "valid", active_columns.owner, valid_active.features))
+            valid = Validation(valid_y, FederatedOracle(channel, validation[1], active_columns.owner,
+                                                        validation[0].features))
         ensemble = booster.fit(y, classes=classes, validation=valid)
         if writer is not None:
             note_trees(writer, ensemble.trees)
@@ -203,25 +189,70 @@ def train_local(
     finally:
         if finder is not None:
             finder.close()
-        for party in parties:
-            party.close()
-        channel.close()
+        channel.transcript = None
     seconds = time.perf_counter() - started
     if writer is not None:
         writer.close()
-
-    model = FederatedModel(
-        ActiveModel(ensemble, active_columns.owner, list(active.feature_names),
-                    {p.index: p.name for p in parties}, protocol, params.to_dict(), active.label_name),
-        [PassiveModel(p.index, p.name, p.feature_names, p.owner) for p in parties],
-    )
     phases = dict(getattr(finder, "timer", {}) or getattr(getattr(finder, "inner", None), "timer", {}) or {})
-    for party in parties:
-        for phase, value in (getattr(party.protocol, "timer", None) or {}).items():
-            phases[phase] = phases.get(phase, 0.0) + value
+    model = ActiveModel(ensemble, active_columns.owner, list(active.feature_names), dict(party_names),
+                        protocol, params.to_dict(), active.label_name)
     run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress,
                       {k: round(v, 4) for k, v in phases.items()})
     if spec.uses_enclaves:
         run.enclaves = "simulated backend (separate processes, no hardware isolation)"
     return model, run
 
+
+def train_local(
+    active: PartyData,
+    passives: list[PartyData],
+    params: BoostParams,
+    protocol: str = "plain",
+    *,
+    validation: tuple[PartyData, list[PartyData]] | None = None,
+    transcript: str | Path | None = None,
+    on_tree: Callable[[TreeProgress], None] | None = None,
+    options: ProtocolOptions | None = None,
+) -> tuple[FederatedModel, TrainingRun]:
+    """Train with every party in this process over the in-memory channel."""
+    spec = get_protocol(protocol)
+    options = options or ProtocolOptions()
+    envs = _environments(spec.uses_enclaves, options, len(passives))
+    passives = align_parties(active, passives)
+    encode_labels(active, params.objective)  # label problems surface before any party starts
+    if validation is not None:
+        validation = (validation[0], align_parties(validation[0], validation[1]))
+    parties: list[PassiveParty] = []
+    channel = None
+    try:
+        for index, data in enumerate(passives, start=1):
+            parties.append(build_passive(index, data, params, protocol, envs[index],
+                                         valid=None if validation is None else validation[1][index - 1]))
+        channel = InMemoryChannel({p.index: p.handle for p in parties})
+        model, run = train_active(active, channel, params, protocol, env=envs[0],
+                                  party_names={p.index: p.name for p in parties},
+                                  validation=None if validation is None else (validation[0], "valid"),
+                                  transcript=transcript, on_tree=on_tree)
+    finally:
+        for party in parties:
+            party.close()
+        if channel is not None:
+            channel.close()
+    for party in parties:
+        for phase, value in (getattr(party.protocol, "timer", None) or {}).items():
+            run.phases[phase] = round(run.phases.get(phase, 0.0) + value, 4)
+    passives_models = [PassiveModel(p.index, p.name, p.feature_names, p.owner) for p in parties]
+    return FederatedModel(model, passives_models), run
+
+
+def build_passive(index: int, data: PartyData, params: BoostParams, protocol: str, env: ProtocolEnv,
+                  *, valid: PartyData | None = None) -> PassiveParty:
+    """A passive party ready to train: its own bins, its protocol side, its datasets."""
+    spec = get_protocol(protocol)
+    columns = _columns(data, params)
+    party = PassiveParty(index, data.name, list(data.feature_names), columns.owner, columns=columns,
+                         protocol=spec.make_passive(columns, params, env, index), protocol_name=protocol)
+    party.add_dataset("train", data.features)
+    if valid is not None:
+        party.add_dataset("valid", valid.features)
+    return party

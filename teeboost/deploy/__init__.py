@@ -1,0 +1,1 @@
+"""Running each party as its own process or host: configuration, services, the driver."""

@@ -1,0 +1,145 @@
+"""``party.toml``: everything one party needs to run on its own host, validated on load.
+
+    [party]    name, role ("active"|"passive"), index (passive), listen (passive), data,
+               id_column, label (active), model_dir
+    [tls]      ca, cert, key   (or insecure = true: plaintext, testing only)
+    [[peers]]  name, index, address                       (active)
+    [training] protocol, test_size, and any BoostParams field  (active)
+    [protocol] any ProtocolOptions field (scheme, key_bits, aes_bits, onetee_bins_once, ...)
+    [tee]      platform (simulated platform key file), trusted_roots (hex Ed25519 keys)
+    [network]  timeout, connect_timeout, max_message_mb
+
+Relative paths are relative to the config file. Errors name the file and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..config import BoostParams, ProtocolOptions
+from ..errors import ConfigError
+from ..transport.grpc_transport import DEFAULT_MAX_MESSAGE_BYTES, Peer
+from ..transport.tls import TlsFiles, party_name_ok
+
+__all__ = ["PartyConfig", "load_config"]
+
+
+@dataclass
+class PartyConfig:
+    path: Path
+    name: str
+    role: str
+    data: Path
+    id_column: str
+    model_dir: Path
+    index: int = 0
+    listen: str = ""
+    label: str | None = None
+    tls: TlsFiles | None = None
+    insecure: bool = False
+    peers: list[Peer] = field(default_factory=list)
+    protocol: str = "plain"
+    test_size: float = 0.3
+    params: BoostParams = field(default_factory=BoostParams)
+    options: ProtocolOptions = field(default_factory=ProtocolOptions)
+    platform: Path | None = None
+    trusted_roots: tuple[bytes, ...] = ()
+    timeout: float = 600.0
+    connect_timeout: float = 30.0
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+
+
+def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path | None = None):
+    if key not in table:
+        if default is ...:
+            raise ConfigError(f"{path}: [{where}] needs {key!r}")
+        return default
+    value = table[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{path}: [{where}] {key} = {value!r} must be {kind.__name__}")
+    return value
+
+
+def load_config(path: str | Path) -> PartyConfig:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    base = path.parent
+    party = raw.get("party")
+    if not isinstance(party, dict):
+        raise ConfigError(f"{path}: needs a [party] table")
+    name = _get(party, "name", str, "party", path=path)
+    if not party_name_ok(name):
+        raise ConfigError(f"{path}: [party] name = {name!r} may use letters, digits, '-', '_' and '.' only")
+    role = _get(party, "role", str, "party", path=path)
+    if role not in ("active", "passive"):
+        raise ConfigError(f"{path}: [party] role = {role!r} must be 'active' or 'passive'")
+    config = PartyConfig(
+        path=path, name=name, role=role,
+        data=base / _get(party, "data", str, "party", path=path),
+        id_column=_get(party, "id_column", str, "party", path=path),
+        model_dir=base / _get(party, "model_dir", str, "party", f"model-{name}", path=path),
+    )
+    if role == "passive":
+        config.index = _get(party, "index", int, "party", path=path)
+        if config.index < 1:
+            raise ConfigError(f"{path}: [party] index = {config.index} must be >= 1")
+        config.listen = _get(party, "listen", str, "party", path=path)
+    else:
+        config.label = _get(party, "label", str, "party", path=path)
+    tls = raw.get("tls", {})
+    config.insecure = bool(_get(tls, "insecure", bool, "tls", False, path=path))
+    if not config.insecure:
+        config.tls = TlsFiles(*(base / _get(tls, k, str, "tls", path=path) for k in ("ca", "cert", "key")))
+    if role == "active":
+        peers = raw.get("peers")
+        if not isinstance(peers, list) or not peers:
+            raise ConfigError(f"{path}: the active party needs at least one [[peers]] entry")
+        for entry in peers:
+            config.peers.append(Peer(_get(entry, "index", int, "peers", path=path),
+                                     _get(entry, "name", str, "peers", path=path),
+                                     _get(entry, "address", str, "peers", path=path)))
+        indices = [p.index for p in config.peers]
+        if sorted(indices) != list(range(1, len(indices) + 1)):
+            raise ConfigError(f"{path}: [[peers]] indices must be 1..{len(indices)}, got {indices}")
+        training = dict(raw.get("training", {}))
+        config.protocol = _get(training, "protocol", str, "training", "plain", path=path)
+        config.test_size = _get(training, "test_size", float, "training", 0.3, path=path)
+        known = {f.name for f in fields(BoostParams)}
+        unknown = set(training) - known - {"protocol", "test_size"}
+        if unknown:
+            raise ConfigError(f"{path}: [training] has unknown field(s) {', '.join(sorted(unknown))}")
+        try:
+            config.params = BoostParams(**{k: v for k, v in training.items() if k in known})
+        except (ConfigError, TypeError) as exc:
+            raise ConfigError(f"{path}: [training] {exc}") from None
+    protocol = dict(raw.get("protocol", {}))
+    unknown = set(protocol) - {f.name for f in fields(ProtocolOptions)}
+    if unknown:
+        raise ConfigError(f"{path}: [protocol] has unknown field(s) {', '.join(sorted(unknown))}")
+    try:
+        config.options = ProtocolOptions(**protocol)
+    except (ConfigError, TypeError) as exc:
+        raise ConfigError(f"{path}: [protocol] {exc}") from None
+    tee = raw.get("tee", {})
+    if "platform" in tee:
+        config.platform = base / _get(tee, "platform", str, "tee", path=path)
+    roots = tee.get("trusted_roots", [])
+    try:
+        config.trusted_roots = tuple(bytes.fromhex(r) for r in roots)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{path}: [tee] trusted_roots must be hexadecimal Ed25519 public keys") from None
+    network = raw.get("network", {})
+    config.timeout = _get(network, "timeout", float, "network", 600.0, path=path)
+    config.connect_timeout = _get(network, "connect_timeout", float, "network", 30.0, path=path)
+    config.max_message_bytes = int(_get(network, "max_message_mb", float, "network", 1024.0, path=path) * 2**20)
+    return config

@@ -1,0 +1,47 @@
+"""Messages that drive a deployed run (after PSI, around training and prediction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..transport.serde import array_field, message
+
+__all__ = ["Setup", "Finish", "PredictData", "Shutdown"]
+
+
+@message
+@dataclass(frozen=True)
+class Setup:
+    """Train on these positions of the aligned rows; hold the others as named datasets."""
+
+    protocol: str
+    params: str  # BoostParams as JSON
+    train: np.ndarray = array_field("int64", 1)
+    test: np.ndarray = array_field("int64", 1)
+    valid: np.ndarray = array_field("int64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class Finish:
+    """Training is over: save your own model file."""
+
+    run: str
+
+
+@message
+@dataclass(frozen=True)
+class PredictData:
+    """Load the rows with these ids from your data as dataset ``dataset`` (for routing).
+    Ids are UTF-8, newline-separated (ids never contain newlines)."""
+
+    dataset: str
+    ids: bytes
+
+
+@message
+@dataclass(frozen=True)
+class Shutdown:
+    reason: str

@@ -1,0 +1,103 @@
+"""Entity alignment by private set intersection, before any training.
+
+Active party (ids X, scalar a) with each passive party (ids Y, scalar b):
+1. active -> passive: aH(x) for every x, in the active party's row order;
+2. passive -> active: b(aH(x)) in the same order, and bH(y) for its ids in a random order;
+3. active: a(bH(y)) and b(aH(x)) are equal exactly for shared ids. After running this with
+   every passive party, the intersection is the active rows shared by all; the active party
+   sends each passive party, in that row order, the positions of those ids in its shuffled
+   list, so both sides end with the same rows in the same order.
+The active party learns which of its ids every party holds and the size of each passive
+set; a passive party learns the final intersection and the size of the active set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..crypto.psi import POINT_BYTES, blind, hash_ids, new_scalar
+from ..errors import DataError, ProtocolError
+from ..transport.base import Channel
+from ..transport.serde import array_field, message
+from .messages import Ack
+
+__all__ = ["PsiRequest", "PsiReply", "PsiResult", "PsiPassive", "intersect_as_active"]
+
+
+@message
+@dataclass(frozen=True)
+class PsiRequest:
+    points: np.ndarray = array_field("uint8", 2)
+
+
+@message
+@dataclass(frozen=True)
+class PsiReply:
+    double_blinded: np.ndarray = array_field("uint8", 2)
+    theirs: np.ndarray = array_field("uint8", 2)
+
+
+@message
+@dataclass(frozen=True)
+class PsiResult:
+    """Positions, in the passive party's shuffled list, of the intersection in row order."""
+
+    positions: np.ndarray = array_field("int64", 1)
+
+
+class PsiPassive:
+    """Passive side; ``rows`` is set once the result arrives (its rows in the agreed order)."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = [str(i) for i in ids]
+        self.rows: np.ndarray | None = None
+        self._order: np.ndarray | None = None
+
+    def handle(self, msg):
+        if isinstance(msg, PsiRequest):
+            if msg.points.ndim != 2 or msg.points.shape[1] != POINT_BYTES:
+                raise ProtocolError("malformed PSI request")
+            scalar = new_scalar()
+            self._order = np.random.default_rng(int.from_bytes(new_scalar()[:8], "big")).permutation(len(self.ids))
+            theirs = blind(hash_ids([self.ids[i] for i in self._order]), scalar)
+            return PsiReply(blind(msg.points, scalar), theirs)
+        if isinstance(msg, PsiResult):
+            if self._order is None:
+                raise ProtocolError("PSI result before the PSI exchange")
+            positions = msg.positions
+            if positions.size and (positions.min() < 0 or positions.max() >= self._order.size
+                                   or np.unique(positions).size != positions.size):
+                raise ProtocolError("PSI result names positions outside the exchanged set")
+            self.rows = self._order[positions]
+            return Ack()
+        raise ProtocolError(f"unexpected {type(msg).__name__} during alignment")
+
+
+def intersect_as_active(channel: Channel, ids: np.ndarray) -> tuple[np.ndarray, dict[int, int]]:
+    """Run PSI with every passive party; returns the active party's rows of the intersection
+    (in its own order) and each passive party's set size. Sends every party its PsiResult."""
+    scalar = new_scalar()
+    mine = blind(hash_ids([str(i) for i in ids]), scalar)
+    replies = channel.request_all({p: PsiRequest(mine) for p in channel.parties})
+    shared = np.ones(len(ids), dtype=bool)
+    lookups: dict[int, dict[bytes, int]] = {}
+    doubles: dict[int, np.ndarray] = {}
+    sizes = {}
+    for party, reply in replies.items():
+        if reply.double_blinded.shape != mine.shape:
+            raise ProtocolError(f"party {party} returned {reply.double_blinded.shape[0]} PSI elements for {len(ids)}")
+        theirs = blind(reply.theirs, scalar)
+        lookups[party] = {theirs[j].tobytes(): j for j in range(theirs.shape[0])}
+        sizes[party] = int(theirs.shape[0])
+        doubles[party] = reply.double_blinded
+        shared &= np.array([doubles[party][i].tobytes() in lookups[party] for i in range(len(ids))], dtype=bool)
+    rows = np.flatnonzero(shared)
+    if rows.size == 0:
+        raise DataError("the parties share no ids: nothing to train on")
+    channel.request_all({
+        party: PsiResult(np.array([lookups[party][doubles[party][i].tobytes()] for i in rows], dtype=np.int64))
+        for party in channel.parties
+    })
+    return rows, sizes
