@@ -1,0 +1,124 @@
+"""Parties as real processes on 127.0.0.1 over gRPC with mutual TLS."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from teeboost.config import BoostParams
+from teeboost.data import PartyData, align_parties, train_test_rows
+from teeboost.deploy.active import shutdown_peers
+from teeboost.deploy.config import load_config
+from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
+from teeboost.federation import FederatedModel, train_local
+from teeboost.model_files import load_active, load_passive
+from teeboost.transport.tls import create_federation_certs
+
+from ..helpers import federated_descriptions
+
+TRAINING = {"n_trees": 3, "max_depth": 3, "subsample": 0.8}
+
+
+def run_cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "teeboost.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def federation(tmp_path):
+    """Active + two passive parties; passives running as processes; stopped afterwards."""
+    configs = write_federation(tmp_path, n_passive=2, training=TRAINING)
+    processes, addresses = [], {}
+    for k in (1, 2):
+        name = f"passive-{k}"
+        process, address = start_passive(configs[name], tmp_path / f"{name}.address", tmp_path / f"{name}.log")
+        processes.append(process)
+        addresses[k] = (name, address)
+    set_peer_addresses(configs["active"], addresses)
+    yield tmp_path, configs, processes
+    try:
+        shutdown_peers(load_config(configs["active"]), "test finished")
+    except Exception:
+        pass
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def test_three_processes_with_mtls_equal_the_in_memory_model(federation):
+    workdir, configs, _ = federation
+    result = run_cli("party", "--config", str(configs["active"]), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["tls"] == "mutual TLS" and report["transport"] == "grpc"
+    assert report["bytes_total"] > 0 and report["psi"]["bytes"] > 0
+    assert report["bytes"]["active_to_passive"] > 0 and report["bytes"]["passive_to_active"] > 0
+
+    # the same training in one process, on the intersection in the active party's order
+    frames = {name: PartyData.from_csv(workdir / f"{name}.csv", id_column="id", name=name,
+                                       label="SeriousDlqin2yrs" if name == "active" else None)
+              for name in ("active", "passive-1", "passive-2")}
+    active = frames["active"]
+    common = set(frames["passive-1"].ids) & set(frames["passive-2"].ids)
+    rows = np.array([i for i, x in enumerate(active.ids) if x in common])
+    assert report["psi"]["intersection"] == rows.size < active.n_rows  # ids only partly overlap
+    active = active.take(rows)
+    passives = align_parties(active, [frames["passive-1"].take(np.flatnonzero(np.isin(frames["passive-1"].ids, active.ids))),
+                                      frames["passive-2"].take(np.flatnonzero(np.isin(frames["passive-2"].ids, active.ids)))])
+    train, _ = train_test_rows(active.n_rows, 0.3, 0)
+    reference, _ = train_local(active.take(train), [p.take(train) for p in passives], BoostParams(**TRAINING))
+
+    deployed = FederatedModel(load_active(workdir / "model-active" / "active.json"),
+                              [load_passive(workdir / f"model-passive-{k}" / f"passive-{k}.json") for k in (1, 2)])
+    assert federated_descriptions(deployed) == federated_descriptions(reference)
+
+    # federated prediction with the parties online: one prediction per input row
+    new_rows = workdir / "new.csv"
+    import pandas as pd
+
+    pd.read_csv(workdir / "active.csv", dtype={"id": str}).set_index("id").loc[active.ids[:50]].reset_index() \
+        .drop(columns=["SeriousDlqin2yrs"]).to_csv(new_rows, index=False)
+    predicted = run_cli("predict", "--config", str(configs["active"]), "--data", str(new_rows),
+                        "--output", str(workdir / "p.csv"), "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    output = pd.read_csv(workdir / "p.csv")
+    assert len(output) == 50
+    expected = reference.predict(active.features[:50], [p.features[:50] for p in passives])
+    assert np.allclose(output["probability_1"].to_numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_party_with_a_certificate_from_another_ca_is_refused(federation):
+    workdir, configs, _ = federation
+    rogue = create_federation_certs(workdir / "rogue", ["active"])["active"]
+    text = configs["active"].read_text()
+    text = text.replace('cert = "certs/active.pem"', f'cert = "{rogue.cert}"').replace(
+        'key = "certs/active.key"', f'key = "{rogue.key}"').replace("connect_timeout = 30", "connect_timeout = 5")
+    configs["active"].write_text(text)
+    started = time.monotonic()
+    result = run_cli("party", "--config", str(configs["active"]))
+    assert result.returncode == 2
+    assert "passive party 1 (passive-1)" in result.stderr and "unreachable" in result.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_peer_killed_mid_training_stops_the_others_with_a_clear_error(federation):
+    workdir, configs, processes = federation
+    text = configs["active"].read_text().replace('protocol = "plain"', 'protocol = "plain"\nn_trees = 400')
+    configs["active"].write_text(text.replace("n_trees = 3\n", "").replace("timeout = 300", "timeout = 20"))
+    active = subprocess.Popen([sys.executable, "-m", "teeboost.cli", "party", "--config", str(configs["active"])],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    model_dir = workdir / "model-active"
+    time.sleep(8)  # PSI and a few trees
+    processes[1].kill()
+    started = time.monotonic()
+    _, stderr = active.communicate(timeout=120)
+    assert active.returncode == 2, stderr
+    assert "passive party 2 (passive-2)" in stderr and ("unreachable" in stderr or "went away" in stderr)
+    assert time.monotonic() - started < 60
+    assert not (model_dir / "active.json").exists()  # a failed run writes no model
