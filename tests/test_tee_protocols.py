@@ -72,7 +72,7 @@ def test_transcript_holds_no_passive_bin_sums_or_scores(tmp_path, small_credit, 
         assert b"TBM1" not in msg.record
     # the only scores the active host sees are its own and the winners' (in its trees)
     notes = {type(r.message).__name__ for r in records if r.kind == NOTE}
-    assert notes == {"RunNote", "GradientsNote", "TreeNote"}
+    assert notes == {"RunNote", "GradientsNote", "TreeNote", "NodeRowsNote"}
     sent_types = {name for kind, name in kinds if kind == SENT}
     assert "PlainBeginTree" not in sent_types  # no gradients in the clear
 

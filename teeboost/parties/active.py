@@ -14,7 +14,7 @@ from ..errors import ProtocolError
 from ..protocols.partition import encode_row_sets
 from ..transport.base import Channel
 from ..transport.transcript import TranscriptWriter
-from .messages import DiscardTrees, GradientsNote, Hello, HelloReply, RouteRequest, TreeNote
+from .messages import DiscardTrees, GradientsNote, Hello, HelloReply, NodeRowsNote, RouteRequest, TreeNote
 
 __all__ = ["FederatedOracle", "handshake", "discard_trees", "NotingFinder", "note_trees"]
 
@@ -78,6 +78,7 @@ class NotingFinder(SplitFinder):
         self.outputs = outputs_per_round
 
     def begin_tree(self, tree_index, rows, gradients):
+        self._tree = tree_index
         self.transcript.note(
             GradientsNote(tree_index, tree_index % self.outputs, gradients.codec.frac_bits,
                           rows.astype(np.uint32), gradients.g[rows], gradients.h[rows])
@@ -85,6 +86,8 @@ class NotingFinder(SplitFinder):
         self.inner.begin_tree(tree_index, rows, gradients)
 
     def find_splits(self, nodes, node_rows):
+        encodings, offsets, payload = encode_row_sets([node_rows.rows(n) for n in nodes], node_rows.n_rows)
+        self.transcript.note(NodeRowsNote(self._tree, np.array(nodes, dtype=np.int32), encodings, offsets, payload))
         return self.inner.find_splits(nodes, node_rows)
 
     def apply_splits(self, splits, children):

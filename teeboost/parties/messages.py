@@ -11,7 +11,7 @@ from ..transport.serde import array_field, message
 
 __all__ = [
     "Hello", "HelloReply", "RouteRequest", "RouteReply", "DiscardTrees", "Ack",
-    "GradientsNote", "TreeNote", "RunNote", "HistogramNote",
+    "GradientsNote", "TreeNote", "RunNote", "HistogramNote", "NodeRowsNote",
 ]
 
 
@@ -115,3 +115,15 @@ class HistogramNote:
     party: int
     nodes: np.ndarray = array_field("int32", 1)
     sums: np.ndarray = array_field("int64", 4)
+
+
+@message
+@dataclass(frozen=True)
+class NodeRowsNote:
+    """Transcript note: instance sets of the nodes whose splits are searched at one level."""
+
+    tree: int
+    nodes: np.ndarray = array_field("int32", 1)
+    encodings: np.ndarray = array_field("uint8", 1)
+    offsets: np.ndarray = array_field("int64", 1)
+    payload: np.ndarray = array_field("uint8", 1)
