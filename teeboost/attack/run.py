@@ -125,7 +125,7 @@ def write_outputs(report: dict[str, Any], out_dir: Path) -> list[Path]:
     labels = {"random_minmax": "(i) random, min-max", "attack_minmax": "(ii) attack, min-max",
               "random_approx": "(iii) random, approx. distribution", "attack_approx": "(iv) attack, approx. distribution"}
     for feature in sorted({r["feature"] for r in report["results"]}):
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(6.5, 5.2))
         for (order, method), style in (
             (("inferred", "random_minmax"), ":"), (("inferred", "random_approx"), ":"),
             (("inferred", "attack_minmax"), "-"), (("inferred", "attack_approx"), "-"),
@@ -142,7 +142,7 @@ def write_outputs(report: dict[str, Any], out_dir: Path) -> list[Path]:
         ax.set_ylabel("samples guessed within tolerance (%)")
         ax.set_ylim(0, 100)
         ax.set_title(f"{feature}: attack on {report['protocol']} ({report['max_bin']} bins)")
-        ax.legend(fontsize=6, loc="upper left")
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
         ax.grid(alpha=0.3)
         fig.tight_layout()
         path = out_dir / f"attack-{report['protocol']}-{feature}.png"
