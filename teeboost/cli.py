@@ -418,6 +418,61 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import shutil
+
+    from .bench.report import write_csv, write_plots, write_report
+    from .bench.sweep import plan, run_sweep
+
+    common = dict(n_trees=args.n_trees, passive_parties=args.passive_parties, extra_features=args.extra_features,
+                  scheme=args.scheme)
+    points = plan(args.rows, args.protocols, **common)
+    if args.scale:
+        scale_protocols = ["xgboost", "plain", "ntee", "onetee"] + (["secureboost"] if args.with_secureboost else [])
+        points += [p for p in plan(args.scale_rows, scale_protocols, **common) if p not in points]
+    total = len(points)
+    progress = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        progress = tqdm(total=total, unit="point", file=sys.stderr, desc="benchmark")
+    state = {"done": 0}
+
+    def on_point(point, entry, cached):
+        state["done"] += 1
+        if progress is not None:
+            progress.update(1)
+        if entry is None:
+            return
+        mb = sum(entry["bytes"].values()) / 1e6
+        status = "(already done)" if cached else ""
+        message = (f"[{state['done']}/{total}] {point.protocol:<12} {point.rows:>9,} rows: {entry['seconds']:8.2f} s, "
+                   f"{mb:9.2f} MB, peak {entry['peak_rss_mb']:.0f} MB, AUC {entry['auc']:.4f} {status}")
+        (progress.write if progress is not None else lambda m: print(m, file=sys.stderr))(message)
+
+    try:
+        results = run_sweep(points, args.out, timeout=args.timeout, on_point=on_point)
+    finally:
+        if progress is not None:
+            progress.close()
+    wanted = {p.key() for p in points}
+    results = {k: v for k, v in results.items() if k in wanted}
+    files = [write_csv(results, args.out / "results.csv"), *write_plots(results, args.out)]
+    if args.report is not None:
+        figures_dir = args.report.parent / "figures"
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        figures = []
+        for figure in files[1:]:
+            target = figures_dir / figure.name
+            shutil.copyfile(figure, target)
+            figures.append(target)
+        command = "teeboost " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("teeboost") else \
+            "teeboost bench " + " ".join(a for a in sys.argv[2:])
+        files.append(write_report(results, args.report, command, figures))
+    print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="teeboost", description="Vertical federated gradient boosting.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -447,6 +502,21 @@ def _parser() -> argparse.ArgumentParser:
     attack.add_argument("--aux-noise", type=float, default=0.0, help="relative noise added to its deciles")
     attack.add_argument("--out", type=Path, default=Path("teeboost-attack"), help="CSV and PNG output directory")
     attack.set_defaults(func=_cmd_attack)
+    bench = sub.add_parser("bench", help="protocols side by side over sample sizes (resumable), CSV, plots, report")
+    bench.add_argument("--rows", type=int, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 150_000])
+    bench.add_argument("--protocols", nargs="+", default=["xgboost", "plain", "secureboost", "ntee", "onetee"],
+                       choices=["xgboost", "plain", "secureboost", "ntee", "onetee"])
+    bench.add_argument("--n-trees", type=int, default=5)
+    bench.add_argument("--passive-parties", type=int, default=1)
+    bench.add_argument("--extra-features", type=int, default=0, help="add noisy copies of passive columns")
+    bench.add_argument("--scheme", choices=("paillier", "ou"), default="paillier")
+    bench.add_argument("--scale", action="store_true", help="also the TEE-only scale run (to 1e6 samples)")
+    bench.add_argument("--scale-rows", type=int, nargs="+", default=[250_000, 500_000, 1_000_000])
+    bench.add_argument("--with-secureboost", action="store_true", help="include SecureBoost in the scale run")
+    bench.add_argument("--timeout", type=float, default=3600.0, help="seconds per point")
+    bench.add_argument("--out", type=Path, default=Path("teeboost-bench"))
+    bench.add_argument("--report", type=Path, help="write the markdown reproduction report here")
+    bench.set_defaults(func=_cmd_bench)
     certs = sub.add_parser("certs", help="create a federation CA and one TLS certificate per party")
     certs.add_argument("--out", type=Path, required=True)
     certs.add_argument("--parties", required=True, help="comma-separated party names, e.g. active,passive-1")

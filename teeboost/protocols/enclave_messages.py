@@ -7,11 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ProtocolError
+from ..transport import serde
 from ..transport.serde import array_field, message
 
 __all__ = [
     "EnclaveInit", "EnclaveColumns", "GradientsIn", "SealedRecords", "LevelIn", "CandidatesIn",
     "Chosen", "ApplyIn", "Applied", "TreeGradients", "LevelRequest", "Candidates",
+    "pack_records", "unpack_records",
 ]
 
 
@@ -229,3 +232,23 @@ class OneTeeChosen:
     parties: np.ndarray = array_field("int32", 1)
     gains: np.ndarray = array_field("float64", 1)
     records: np.ndarray = array_field("uint8", 1)  # a SealedRecords frame
+
+
+def pack_records(records: dict[int, bytes]) -> bytes:
+    """{party: record bytes} -> one SealedRecords frame."""
+    parties = sorted(records)
+    chunks = [np.frombuffer(records[p], dtype=np.uint8) for p in parties]
+    offsets = np.zeros(len(parties) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([c.size for c in chunks])
+    blob = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint8)
+    return serde.encode(SealedRecords(np.array(parties, dtype=np.int32), offsets, blob))
+
+
+def unpack_records(frame: bytes) -> dict[int, bytes]:
+    """Inverse of ``pack_records``, with its bounds checked."""
+    msg = serde.decode(frame)
+    if not isinstance(msg, SealedRecords) or msg.offsets.size != msg.parties.size + 1 \
+            or (msg.offsets.size and (msg.offsets[0] != 0 or msg.offsets[-1] != msg.blob.size)) \
+            or np.any(np.diff(msg.offsets) < 0):
+        raise ProtocolError("malformed sealed records")
+    return {int(p): msg.blob[msg.offsets[i]:msg.offsets[i + 1]].tobytes() for i, p in enumerate(msg.parties)}

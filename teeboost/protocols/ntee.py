@@ -30,7 +30,8 @@ from .intcodec import pack_ints
 from .partition import SplitReply, SplitRequest, encode_row_sets
 from .scoring import ActiveSplitting
 
-__all__ = ["NteeActive", "NteePassive", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "SealedMessage"]
+__all__ = ["NteeActive", "NteePassive", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "SealedMessage",
+           "init_message"]
 
 PROGRAM = "ntee_enclave.py"
 
@@ -70,20 +71,6 @@ class SealedMessage:
     record: bytes
 
 
-def sealed_records(frames: dict[int, bytes]) -> bytes:
-    parties = sorted(frames)
-    chunks = [np.frombuffer(frames[p], dtype=np.uint8) for p in parties]
-    offsets = np.zeros(len(parties) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([c.size for c in chunks])
-    blob = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint8)
-    return serde.encode(em.SealedRecords(np.array(parties, dtype=np.int32), offsets, blob))
-
-
-def split_records(frame: bytes) -> dict[int, bytes]:
-    msg = serde.decode(frame)
-    return {int(p): msg.blob[msg.offsets[i]:msg.offsets[i + 1]].tobytes() for i, p in enumerate(msg.parties)}
-
-
 def init_message(role: str, party: int, criteria, max_bin: int) -> bytes:
     return serde.encode(em.EnclaveInit(role, party, criteria.reg_lambda, criteria.min_child_weight,
                                        criteria.min_samples_leaf, criteria.min_split_gain, max_bin))
@@ -107,7 +94,7 @@ class NteeActive(ActiveSplitting):
 
     def _seal_for_all(self, frame: bytes | dict[int, bytes]) -> dict[int, bytes]:
         frames = frame if isinstance(frame, dict) else {p: frame for p in self.channel.parties}
-        return split_records(self.enclave.ecall("seal_for", sealed_records(frames)))
+        return em.unpack_records(self.enclave.ecall("seal_for", em.pack_records(frames)))
 
     def _send_gradients(self, tree_index, rows, gradients):
         n_rows = gradients.g.size
@@ -137,7 +124,7 @@ class NteeActive(ActiveSplitting):
                 raise ProtocolError(f"party {party} did not answer the level request with candidates")
         chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.CandidatesIn(
             self._tree, np.array(nodes, dtype=np.int32), np.array([b.gain for b in own], dtype=np.float64),
-            np.frombuffer(sealed_records({p: r.record for p, r in replies.items()}), dtype=np.uint8)))))
+            np.frombuffer(em.pack_records({p: r.record for p, r in replies.items()}), dtype=np.uint8)))))
         found: list[SplitInfo | None] = []
         for i, node in enumerate(nodes):
             party = int(chosen.parties[i])

@@ -29,7 +29,7 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 from . import enclave_messages as em
 from .enclaves import ProtocolEnv, enclave_code
-from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, init_message, sealed_records, split_records
+from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, init_message
 from .partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
 from .ring import ring_bincount
 from .scoring import ActiveSplitting, HistogramRequest, PassiveScoring
@@ -133,8 +133,8 @@ class OneTeeActive(ActiveSplitting):
         chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.OneTeeChooseIn(
             self._tree, np.array(nodes, dtype=np.int32), np.array([b.gain for b in own], dtype=np.float64),
             np.array(row_nodes, dtype=np.int32), encoding, offsets, payload,
-            np.frombuffer(sealed_records(records), dtype=np.uint8)))))
-        self._locators = split_records(chosen.records.tobytes())
+            np.frombuffer(em.pack_records(records), dtype=np.uint8)))))
+        self._locators = em.unpack_records(chosen.records.tobytes())
         found: list[SplitInfo | None] = []
         for i, node in enumerate(nodes):
             party = int(chosen.parties[i])

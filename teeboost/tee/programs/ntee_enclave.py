@@ -39,20 +39,12 @@ def _expect(frame, cls):
 
 def _records(rt, items):
     """{party: plaintext frame} -> SealedRecords frame, each sealed into that party's channel."""
-    parties = sorted(items)
-    sealed = [np.frombuffer(rt.state["channels"][p].seal(items[p]), dtype=np.uint8) for p in parties]
-    offsets = np.zeros(len(parties) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([s.size for s in sealed])
-    blob = np.concatenate(sealed) if sealed else np.empty(0, dtype=np.uint8)
-    return serde.encode(m.SealedRecords(np.array(parties, dtype=np.int32), offsets, blob))
+    return m.pack_records({p: rt.state["channels"][p].seal(frame) for p, frame in items.items()})
 
 
 def _open_records(rt, frame):
-    msg = _expect(frame, m.SealedRecords)
-    if msg.offsets.size != msg.parties.size + 1 or msg.offsets[-1] != msg.blob.size:
-        raise ProtocolError("malformed sealed records")
-    return {int(p): rt.state["channels"][int(p)].open(msg.blob[msg.offsets[i]:msg.offsets[i + 1]].tobytes())
-            for i, p in enumerate(msg.parties) if int(p) in rt.state["channels"]}
+    return {p: rt.state["channels"][p].open(record) for p, record in m.unpack_records(frame).items()
+            if p in rt.state["channels"]}
 
 
 def ecall_init(rt, payload):
@@ -99,9 +91,7 @@ def ecall_finish_responder(rt, final):
 
 def ecall_seal_for(rt, payload):
     """The host's plaintext frames for each peer -> records only that peer's enclave opens."""
-    msg = _expect(payload, m.SealedRecords)
-    items = {int(p): msg.blob[msg.offsets[i]:msg.offsets[i + 1]].tobytes() for i, p in enumerate(msg.parties)}
-    return _records(rt, items)
+    return _records(rt, m.unpack_records(payload))
 
 
 def ecall_choose(rt, payload):

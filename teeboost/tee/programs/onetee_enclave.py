@@ -139,11 +139,11 @@ def ecall_choose(rt, payload):
     row_sets = decode_row_sets(msg.row_encoding, msg.row_offsets, msg.row_payload, rt.state["sampled"].size,
                                "node rows")
     node_rows = dict(zip((int(n) for n in msg.row_nodes), row_sets))
-    records = _expect(msg.records.tobytes(), m.SealedRecords)
+    records = m.unpack_records(msg.records.tobytes())
     candidates = [[(0, NodeBest(float(g), -1, -1, False))] for g in msg.own_gains]
     party_best = {}
-    for j, party in enumerate(int(p) for p in records.parties):
-        frame = rt.state["channels"][party].open(records.blob[records.offsets[j]:records.offsets[j + 1]].tobytes())
+    for party, record in records.items():
+        frame = rt.state["channels"][party].open(record)
         sums = _expect(frame, m.MaskedSums)
         if sums.tree != rt.state["tree"] or sums.sums.ndim != 4 or sums.sums.shape[0] != sums.built.size \
                 or sums.sums.shape[2] != width:
@@ -189,13 +189,8 @@ def ecall_choose(rt, payload):
                                              np.array([b.feature for _, b in won], dtype=np.int32),
                                              np.array([b.bin for _, b in won], dtype=np.int32),
                                              np.array([b.default_left for _, b in won], dtype=bool)))
-        sealed[party] = np.frombuffer(rt.state["channels"][party].seal(frame), dtype=np.uint8)
-    order = sorted(sealed)
-    offsets = np.zeros(len(order) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([sealed[p].size for p in order])
-    blob = np.concatenate([sealed[p] for p in order]) if order else np.empty(0, dtype=np.uint8)
-    records_out = serde.encode(m.SealedRecords(np.array(order, dtype=np.int32), offsets, blob))
-    return serde.encode(m.OneTeeChosen(parties, gains, np.frombuffer(records_out, dtype=np.uint8)))
+        sealed[party] = rt.state["channels"][party].seal(frame)
+    return serde.encode(m.OneTeeChosen(parties, gains, np.frombuffer(m.pack_records(sealed), dtype=np.uint8)))
 
 
 def ecall_party_bins(rt, payload):

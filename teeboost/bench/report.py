@@ -1,0 +1,148 @@
+"""Benchmark outputs: a flat CSV, plots like the seed paper's Fig. 1(c)/(d), and the
+reproduction report in markdown beside the paper's figures."""
+
+from __future__ import annotations
+
+import csv
+import os
+import platform
+from pathlib import Path
+
+__all__ = ["write_csv", "write_plots", "write_report"]
+
+ORDER = ["xgboost", "plain", "secureboost", "ntee", "onetee"]
+PAPER = {"secureboost": (1697, 307), "ntee": (314, 9), "onetee": (323, 33)}  # seconds, MB at 1e5
+
+
+def _rows(results: dict[str, dict]) -> list[dict]:
+    return sorted(results.values(), key=lambda r: (r["rows"], ORDER.index(r["protocol"]) if r["protocol"] in ORDER else 9))
+
+
+def write_csv(results: dict[str, dict], path: Path) -> Path:
+    phases = sorted({k for r in results.values() for k in r.get("phases", {})})
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["protocol", "rows", "features", "passive_parties", "n_trees", "seconds",
+                         "bytes_active_to_passive", "bytes_passive_to_active", "peak_rss_mb", "auc",
+                         *[f"phase_{p}" for p in phases]])
+        for r in _rows(results):
+            writer.writerow([r["protocol"], r["rows"], r["features"], r["passive_parties"], r["n_trees"],
+                             round(r["seconds"], 4), r["bytes"]["active_to_passive"], r["bytes"]["passive_to_active"],
+                             r["peak_rss_mb"], round(r["auc"], 5), *[r.get("phases", {}).get(p, "") for p in phases]])
+    return path
+
+
+def write_plots(results: dict[str, dict], out_dir: Path, prefix: str = "bench") -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for metric, label, filename in (("seconds", "training time (s)", f"{prefix}-time.png"),
+                                    ("bytes", "communication (MB)", f"{prefix}-communication.png")):
+        fig, ax = plt.subplots(figsize=(6, 4.2))
+        for protocol in ORDER:
+            points = sorted((r["rows"], r) for r in results.values() if r["protocol"] == protocol)
+            if not points or (metric == "bytes" and protocol == "xgboost"):
+                continue
+            ys = [r["seconds"] if metric == "seconds" else sum(r["bytes"].values()) / 1e6 for _, r in points]
+            name = "xgboost (centralised floor)" if protocol == "xgboost" else protocol
+            ax.plot([n for n, _ in points], ys, marker="o", label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("samples")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+        ax.set_title(f"{label} vs samples (enclaves simulated)")
+        fig.tight_layout()
+        path = out_dir / filename
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _versions() -> str:
+    import cryptography
+    import gmpy2
+    import grpc
+    import numpy
+
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        import xgboost
+
+        xgb = xgboost.__version__
+    except ImportError:
+        xgb = "not installed"
+    try:
+        ours = version("teeboost")
+    except PackageNotFoundError:
+        ours = "source checkout"
+    return (f"teeboost {ours}, Python {platform.python_version()}, numpy {numpy.__version__}, "
+            f"gmpy2 {gmpy2.version()}, cryptography {cryptography.__version__}, grpcio {grpc.__version__}, "
+            f"xgboost {xgb}")
+
+
+def write_report(results: dict[str, dict], path: Path, command: str, figures: list[Path],
+                 attack_dir: str = "attack") -> Path:
+    rows = _rows(results)
+    sizes = sorted({r["rows"] for r in rows})
+    by = {(r["protocol"], r["rows"]): r for r in rows}
+    lines = [
+        "# Reproduction report: protocols side by side", "",
+        f"Regenerate with `{command}` (resumable: finished points are read from the results file).", "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; "
+        f"{_versions()}.", "",
+        "Workload (the seed paper's): Give Me Some Credit rows resampled from the bundled sample's 70% training "
+        "part; one active party (label + 5 columns) and one passive party (5 columns); 5 trees, depth 3, "
+        "lr 0.3, subsample 0.8, 32 bins; SecureBoost with 2048-bit Paillier; N-TEE / 1-TEE with AES-128-GCM "
+        "attested channels on the **simulated** enclave backend; every party in one process on this machine "
+        "(they share its cores); AUC on the untouched 30%. Time is training wall time including key "
+        "generation, worker and enclave start-up and attestation. Peak memory: largest process's RSS.", "",
+        "| samples | protocol | train s | MB active->passive | MB passive->active | peak RSS MB | AUC | x faster than SB | x fewer bytes than SB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n in sizes:
+        base = by.get(("secureboost", n))
+        for protocol in ORDER:
+            r = by.get((protocol, n))
+            if r is None:
+                continue
+            total = sum(r["bytes"].values())
+            faster = f"{base['seconds'] / r['seconds']:.1f}" if base and protocol != "secureboost" else ""
+            fewer = f"{sum(base['bytes'].values()) / total:.1f}" if base and total and protocol not in ("secureboost", "xgboost") else ""
+            lines.append(f"| {n:,} | {protocol} | {r['seconds']:.2f} | {r['bytes']['active_to_passive'] / 1e6:.2f} | "
+                         f"{r['bytes']['passive_to_active'] / 1e6:.2f} | {r['peak_rss_mb']:.0f} | {r['auc']:.4f} | "
+                         f"{faster} | {fewer} |")
+    lines += ["", "## Beside the seed paper (1e5 samples)", "",
+              "| protocol | paper s | paper MB | ours s | ours MB |", "|---|---|---|---|---|"]
+    for protocol, (seconds, mb) in PAPER.items():
+        r = by.get((protocol, 100_000))
+        ours = f"{r['seconds']:.1f} | {sum(r['bytes'].values()) / 1e6:.1f}" if r else "not run | not run"
+        lines.append(f"| {protocol} | {seconds:,} | {mb} | {ours} |")
+    sb = by.get(("secureboost", 100_000))
+    if sb:
+        lines += ["", "Paper: N-TEE and 1-TEE 1.2-5.4x faster than SecureBoost, 32-49x and 5-10x less "
+                  "communication. Ours at 1e5: " + ", ".join(
+                      f"{p} {sb['seconds'] / by[(p, 100_000)]['seconds']:.0f}x faster, "
+                      f"{sum(sb['bytes'].values()) / sum(by[(p, 100_000)]['bytes'].values()):.0f}x fewer bytes"
+                      for p in ("ntee", "onetee") if (p, 100_000) in by) + ". "
+                  "Our TEE protocols are much faster relative to SecureBoost than the paper's because our "
+                  "enclaves are simulated (no SGX paging or transition costs) and all parties share one "
+                  "machine; our SecureBoost is faster than FATE's (DJN fixed-base encryption, packing)."]
+    lines += ["", "## Figures (like the paper's Fig. 1(c)/(d))", ""]
+    lines += [f"![{f.stem}](figures/{f.name})" for f in figures]
+    lines += ["", "## Attack (like the paper's Fig. 1(a)/(b))", "",
+              "From `docs/attack.md`: method (iv) with the true bin order (the paper's leakage profile) guesses "
+              "87.3% of ages within +-2 years and 89.9% of incomes within +-$1,000 (paper: 78% and 81%); from "
+              "real SecureBoost transcripts 17.1% and 21.0% (random draws: 8.6% and 16.5%); from N-TEE and "
+              "1-TEE transcripts no better than random (within 0.4 points).", "",
+              f"![age, SecureBoost]({attack_dir}/secureboost-32/attack-secureboost-age.png)",
+              f"![income, SecureBoost]({attack_dir}/secureboost-32/attack-secureboost-MonthlyIncome.png)",
+              f"![age, N-TEE]({attack_dir}/ntee-32/attack-ntee-age.png)", ""]
+    path.write_text("\n".join(lines))
+    return path
