@@ -57,7 +57,11 @@ def run_point(protocol: str, n_rows: int, *, n_trees: int, passive_parties: int,
     result = {"protocol": protocol, "rows": n_rows, "n_trees": n_trees, "passive_parties": passive_parties,
               "features": active.features.shape[1] + sum(p.features.shape[1] for p in passives)}
     if protocol == "xgboost":
-        import xgboost as xgb
+        try:
+            import xgboost as xgb
+        except ImportError:
+            raise SystemExit("the centralised floor needs xgboost: pip install xgboost "
+                             "(or leave xgboost out of --protocols)") from None
 
         x = np.hstack([active.features, *[p.features for p in passives]])
         started = time.perf_counter()
