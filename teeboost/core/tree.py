@@ -52,13 +52,6 @@ class Tree:
         self.party[node], self.record[node], self.gain[node] = party, record, gain
         return left, right
 
-    def depth_of_nodes(self) -> list[int]:
-        depth = [0] * self.n_nodes
-        for node in range(self.n_nodes):
-            if not self.is_leaf(node):
-                depth[self.left[node]] = depth[self.right[node]] = depth[node] + 1
-        return depth
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "output": self.output,

@@ -17,7 +17,6 @@ import secrets
 from dataclasses import dataclass
 
 import gmpy2
-import numpy as np
 from gmpy2 import mpz
 
 from ..errors import ConfigError, ProtocolError
@@ -178,12 +177,3 @@ def generate_paillier_keypair(bits: int = 2048, *, insecure_key_bits: bool = Fal
     public = PaillierPublicKey(n, gmpy2.powmod(h, n, n * n))
     return PaillierPrivateKey(public, p, q, window=window)
 
-
-def ciphertexts_to_array(ciphertexts: list[mpz], width: int) -> np.ndarray:
-    """Fixed-width big-endian bytes, one row per ciphertext (the wire format)."""
-    blob = b"".join(int(c).to_bytes(width, "big") for c in ciphertexts)
-    return np.frombuffer(blob, dtype=np.uint8).reshape(len(ciphertexts), width)
-
-
-def array_to_ciphertexts(array: np.ndarray) -> list[mpz]:
-    return [mpz.from_bytes(row, "big") for row in (bytes(r) for r in array)]

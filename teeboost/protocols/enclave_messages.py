@@ -12,7 +12,7 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "EnclaveInit", "EnclaveColumns", "GradientsIn", "SealedRecords", "LevelIn", "CandidatesIn",
+    "EnclaveInit", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
     "Chosen", "ApplyIn", "Applied", "TreeGradients", "LevelRequest", "Candidates",
     "pack_records", "unpack_records",
 ]
@@ -77,20 +77,6 @@ class TreeGradients:
     row_payload: np.ndarray = array_field("uint8", 1)
     g: np.ndarray = array_field("uint8", 1)
     h: np.ndarray = array_field("uint8", 1)
-
-
-@message
-@dataclass(frozen=True)
-class LevelIn:
-    """Host -> active enclave: this level's nodes and last level's splits (left-set masks)."""
-
-    tree: int
-    nodes: np.ndarray = array_field("int32", 1)
-    split_nodes: np.ndarray = array_field("int32", 1)
-    split_lefts: np.ndarray = array_field("int32", 1)
-    split_rights: np.ndarray = array_field("int32", 1)
-    split_owners: np.ndarray = array_field("int32", 1)
-    split_bits: np.ndarray = array_field("uint8", 1)
 
 
 @message

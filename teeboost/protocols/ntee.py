@@ -84,7 +84,6 @@ class NteeActive(ActiveSplitting):
         code = enclave_code(PROGRAM, env.trusted_roots, env.options.aes_bits)
         self.enclave = env.backend().load(code, label="active")
         self.enclave.ecall("init", init_message("active", 0, criteria, max_bin))
-        self.backend_report = self.enclave.describe()
         for party in self.channel.parties:
             hello = self.enclave.ecall("hello", party.to_bytes(4, "big"))
             reply = self.channel.request(party, EnclaveHello(hello))

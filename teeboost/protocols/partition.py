@@ -17,7 +17,7 @@ from ..errors import ProtocolError
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "SplitRequest", "SplitReply", "Announcements", "pack_rows", "unpack_rows",
+    "SplitRequest", "SplitReply", "Announcements",
     "apply_announcements", "check_rows", "subsets_to_bits", "bits_to_subsets",
     "encode_row_sets", "decode_row_sets",
 ]
@@ -53,31 +53,12 @@ class SplitReply:
     left_bits: np.ndarray = array_field("uint8", 1)
 
 
-def pack_rows(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """List of row arrays -> (offsets, concatenated uint32 rows)."""
-    offsets = np.zeros(len(groups) + 1, dtype=np.int64)
-    if groups:
-        offsets[1:] = np.cumsum([g.size for g in groups])
-        rows = np.concatenate(groups).astype(np.uint32) if offsets[-1] else np.empty(0, np.uint32)
-    else:
-        rows = np.empty(0, dtype=np.uint32)
-    return offsets, rows
-
-
 def check_rows(rows: np.ndarray, n_rows: int, what: str) -> np.ndarray:
     """Rows must be in range, strictly increasing (sorted, no duplicates)."""
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and (rows[0] < 0 or rows[-1] >= n_rows or np.any(np.diff(rows) <= 0)):
         raise ProtocolError(f"{what}: rows must be sorted, distinct and below {n_rows}")
     return rows
-
-
-def unpack_rows(offsets: np.ndarray, rows: np.ndarray, n_groups: int, n_rows: int, what: str) -> list[np.ndarray]:
-    """Inverse of ``pack_rows`` with every bound checked."""
-    if offsets.size != n_groups + 1 or (offsets.size and (offsets[0] != 0 or offsets[-1] != rows.size)) \
-            or np.any(np.diff(offsets) < 0):
-        raise ProtocolError(f"{what}: offsets do not describe {n_groups} row groups")
-    return [check_rows(rows[offsets[i]:offsets[i + 1]], n_rows, what) for i in range(n_groups)]
 
 
 def subsets_to_bits(parents: list[np.ndarray], subsets: list[np.ndarray]) -> np.ndarray:
