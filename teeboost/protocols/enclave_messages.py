@@ -13,7 +13,7 @@ from ..transport.serde import array_field, message
 
 __all__ = [
     "EnclaveInit", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
-    "Chosen", "ApplyIn", "Applied", "TreeGradients", "LevelRequest", "Candidates",
+    "Chosen", "ApplyIn", "Applied", "TreeGradients", "Candidates",
     "pack_records", "unpack_records",
 ]
 
@@ -77,19 +77,6 @@ class TreeGradients:
     row_payload: np.ndarray = array_field("uint8", 1)
     g: np.ndarray = array_field("uint8", 1)
     h: np.ndarray = array_field("uint8", 1)
-
-
-@message
-@dataclass(frozen=True)
-class LevelRequest:
-    """Inside a record: the same, for one passive enclave (its own splits left out)."""
-
-    tree: int
-    nodes: np.ndarray = array_field("int32", 1)
-    split_nodes: np.ndarray = array_field("int32", 1)
-    split_lefts: np.ndarray = array_field("int32", 1)
-    split_rights: np.ndarray = array_field("int32", 1)
-    split_bits: np.ndarray = array_field("uint8", 1)
 
 
 @message

@@ -27,7 +27,7 @@ from ..transport.serde import message
 from . import enclave_messages as em
 from .enclaves import ProtocolEnv, enclave_code
 from .intcodec import pack_ints
-from .partition import SplitReply, SplitRequest, encode_row_sets
+from .partition import HistogramRequest, SplitReply, SplitRequest, encode_row_sets
 from .scoring import ActiveSplitting
 
 __all__ = ["NteeActive", "NteePassive", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "SealedMessage",
@@ -110,9 +110,7 @@ class NteeActive(ActiveSplitting):
         frames = {}
         for party in self.channel.parties:
             announced = self.announcements.for_party(party)
-            frames[party] = serde.encode(em.LevelRequest(self._tree, np.array(nodes, dtype=np.int32),
-                                                         announced["split_nodes"], announced["split_lefts"],
-                                                         announced["split_rights"], announced["split_bits"]))
+            frames[party] = serde.encode(HistogramRequest(self._tree, np.array(nodes, dtype=np.int32), **announced))
         self.announcements.clear()
         records = self._seal_for_all(frames)
         pending = self.channel.submit_all({p: SealedMessage(self._tree, "level", r) for p, r in records.items()})

@@ -17,7 +17,7 @@ from ..errors import ProtocolError
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "SplitRequest", "SplitReply", "Announcements",
+    "SplitRequest", "SplitReply", "HistogramRequest", "Announcements",
     "apply_announcements", "check_rows", "subsets_to_bits", "bits_to_subsets",
     "encode_row_sets", "decode_row_sets",
 ]
@@ -40,6 +40,21 @@ class SplitRequest:
     bins: np.ndarray = array_field("int32", 1)
     default_left: np.ndarray = array_field("bool", 1)
     handles: np.ndarray = array_field("uint64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class HistogramRequest:
+    """Per level: announce last level's splits (left sets as bitmasks over parent rows, for the
+    splits the recipient did not own), then ask for this level's work on ``nodes``. Sent in the
+    clear (plain, SecureBoost, 1-TEE) or inside an attested channel record (N-TEE)."""
+
+    tree: int
+    nodes: np.ndarray = array_field("int32", 1)
+    split_nodes: np.ndarray = array_field("int32", 1)
+    split_lefts: np.ndarray = array_field("int32", 1)
+    split_rights: np.ndarray = array_field("int32", 1)
+    split_bits: np.ndarray = array_field("uint8", 1)
 
 
 @message

@@ -29,23 +29,10 @@ from ..parties.messages import HistogramNote
 from ..transport.base import Channel
 from ..transport.serde import array_field, message
 from .partition import (
-    Announcements, SplitReply, SplitRequest, apply_announcements, bits_to_subsets, subsets_to_bits,
+    Announcements, HistogramRequest, SplitReply, SplitRequest, apply_announcements, bits_to_subsets, subsets_to_bits,
 )
 
 __all__ = ["HistogramRequest", "ActiveScoring", "PassiveScoring", "check_histograms"]
-
-
-@message
-@dataclass(frozen=True)
-class HistogramRequest:
-    """Announce last level's splits, then ask for histograms of ``nodes``."""
-
-    tree: int
-    nodes: np.ndarray = array_field("int32", 1)
-    split_nodes: np.ndarray = array_field("int32", 1)
-    split_lefts: np.ndarray = array_field("int32", 1)
-    split_rights: np.ndarray = array_field("int32", 1)
-    split_bits: np.ndarray = array_field("uint8", 1)
 
 
 def check_histograms(hist: np.ndarray, nodes: list[int], node_rows: NodeRows,

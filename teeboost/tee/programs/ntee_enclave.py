@@ -19,7 +19,7 @@ from teeboost.core.split import NodeBest, SplitCriteria, best_splits, pick_globa
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
 from teeboost.protocols.intcodec import unpack_ints
-from teeboost.protocols.partition import bits_to_subsets, decode_row_sets, subsets_to_bits
+from teeboost.protocols.partition import HistogramRequest, bits_to_subsets, decode_row_sets, subsets_to_bits
 from teeboost.tee.channel import ChannelInitiator, ChannelResponder
 from teeboost.tee.quote import QuoteVerifier
 from teeboost.transport import serde
@@ -149,7 +149,7 @@ def ecall_gradients(rt, record):
 
 
 def ecall_level(rt, record):
-    msg = _expect(rt.state["channels"][0].open(record), m.LevelRequest)
+    msg = _expect(rt.state["channels"][0].open(record), HistogramRequest)
     if msg.tree != rt.state["tree"]:
         raise ProtocolError(f"level request for tree {msg.tree}, but tree {rt.state['tree']} is open")
     nodes = rt.state["nodes"]
