@@ -1,6 +1,5 @@
 """Each kind of bad input: one clear error naming file, column or party; nothing written."""
 
-import pandas as pd
 import pytest
 
 from teeboost.cli import main

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from teeboost.config import BoostParams, ProtocolOptions
-from teeboost.errors import AttestationError, IntegrityError, ProtocolError
+from teeboost.errors import IntegrityError, ProtocolError
 from teeboost.federation import train_local
 from teeboost.parties.messages import HistogramNote
 from teeboost.protocols.ntee import SealedMessage

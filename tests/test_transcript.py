@@ -4,7 +4,7 @@ import numpy as np
 
 from teeboost.config import BoostParams
 from teeboost.federation import train_local
-from teeboost.parties.messages import GradientsNote, TreeNote
+from teeboost.parties.messages import GradientsNote
 from teeboost.protocols.plain import HistogramReply
 from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 

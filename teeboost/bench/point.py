@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from ..config import BoostParams, ProtocolOptions
-from ..data import PartyData, split_columns, train_test_rows
+from ..data import split_columns, train_test_rows
 from ..datasets import GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit
 from ..metrics import roc_auc
 

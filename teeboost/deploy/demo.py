@@ -11,7 +11,6 @@ federated prediction), predicts new rows over the network, and prints one report
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile

@@ -13,7 +13,6 @@ A truncated, tampered or inconsistent reply is refused instead of producing a wr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,6 @@ from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, pick_g
 from ..errors import ProtocolError
 from ..parties.messages import HistogramNote
 from ..transport.base import Channel
-from ..transport.serde import array_field, message
 from .partition import (
     Announcements, HistogramRequest, SplitReply, SplitRequest, apply_announcements, bits_to_subsets, subsets_to_bits,
 )
