@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.split import SplitCriteria, SplitInfo
+from ..core.split import SplitCriteria
 from ..core.tree import SplitRecord
 from ..errors import ProtocolError
 from ..parties.messages import Ack
@@ -28,7 +28,7 @@ from . import enclave_messages as em
 from .enclaves import ProtocolEnv, enclave_code
 from .intcodec import pack_ints
 from .partition import HistogramRequest, SplitReply, SplitRequest, encode_row_sets
-from .scoring import ActiveSplitting
+from .scoring import ActiveSplitting, splits_from_winners
 
 __all__ = ["NteeActive", "NteePassive", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "SealedMessage",
            "init_message"]
@@ -122,18 +122,7 @@ class NteeActive(ActiveSplitting):
         chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.CandidatesIn(
             self._tree, np.array(nodes, dtype=np.int32), np.array([b.gain for b in own], dtype=np.float64),
             np.frombuffer(em.pack_records({p: r.record for p, r in replies.items()}), dtype=np.uint8)))))
-        found: list[SplitInfo | None] = []
-        for i, node in enumerate(nodes):
-            party = int(chosen.parties[i])
-            if party < 0:
-                found.append(None)
-            elif party == 0:
-                best = own[i]
-                found.append(SplitInfo(node, 0, best.gain, best.feature, best.bin, best.default_left))
-            else:
-                found.append(SplitInfo(node, party, float(chosen.gains[i]), -1, -1, False,
-                                       handle=int(chosen.handles[i])))
-        return found
+        return splits_from_winners(nodes, own, chosen.parties, chosen.gains, chosen.handles)
 
     def close(self) -> None:
         self.enclave.close()

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.histogram import plan_level
-from ..core.split import SplitInfo
 from ..errors import ProtocolError
 from ..parties.messages import Ack
 from ..tee.channel import ChannelInitiator, SecureChannel
@@ -32,7 +31,7 @@ from .enclaves import ProtocolEnv, enclave_code
 from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, init_message
 from .partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
 from .ring import ring_bincount
-from .scoring import ActiveSplitting, HistogramRequest, PassiveScoring
+from .scoring import ActiveSplitting, HistogramRequest, PassiveScoring, splits_from_winners
 
 __all__ = ["OneTeeActive", "OneTeePassive", "ChannelOpen", "ChannelAccept", "MaskedGradients", "SealedSplitRequest"]
 
@@ -135,17 +134,7 @@ class OneTeeActive(ActiveSplitting):
             np.array(row_nodes, dtype=np.int32), encoding, offsets, payload,
             np.frombuffer(em.pack_records(records), dtype=np.uint8)))))
         self._locators = em.unpack_records(chosen.records.tobytes())
-        found: list[SplitInfo | None] = []
-        for i, node in enumerate(nodes):
-            party = int(chosen.parties[i])
-            if party < 0:
-                found.append(None)
-            elif party == 0:
-                best = own[i]
-                found.append(SplitInfo(node, 0, best.gain, best.feature, best.bin, best.default_left))
-            else:
-                found.append(SplitInfo(node, party, float(chosen.gains[i]), -1, -1, False))
-        return found
+        return splits_from_winners(nodes, own, chosen.parties, chosen.gains)
 
     def _split_request(self, party, splits, children):
         record = self._locators.pop(party, None)

@@ -48,6 +48,24 @@ def check_histograms(hist: np.ndarray, nodes: list[int], node_rows: NodeRows,
             )
 
 
+def splits_from_winners(nodes: list[int], own: list[NodeBest], parties: np.ndarray, gains: np.ndarray,
+                        handles: np.ndarray | None = None) -> list[SplitInfo | None]:
+    """An enclave's verdict per node (winning party, -1 for none; winning gain; opaque handle)
+    -> what the grower needs. The active party's own wins carry its own (feature, bin)."""
+    found: list[SplitInfo | None] = []
+    for i, node in enumerate(nodes):
+        party = int(parties[i])
+        if party < 0:
+            found.append(None)
+        elif party == 0:
+            best = own[i]
+            found.append(SplitInfo(node, 0, best.gain, best.feature, best.bin, best.default_left))
+        else:
+            handle = int(handles[i]) if handles is not None else -1
+            found.append(SplitInfo(node, party, float(gains[i]), -1, -1, False, handle=handle))
+    return found
+
+
 class ActiveSplitting(SplitFinder, ABC):
     """What every protocol's active side shares: its own columns, per-tree state, and asking
     winners to partition nodes (and announcing the result to the other parties)."""
