@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .checkpoint import remove_checkpoints
 from .config import BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
 from .data import PartyData, align_parties, read_csv, split_columns, train_test_rows
@@ -81,6 +82,11 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--model-dir", type=Path, default=Path("teeboost-model"),
                      help="where each party's model file is written (default: ./teeboost-model)")
     out.add_argument("--transcript", type=Path, help="record the active party's view of the run to this file")
+    out.add_argument("--checkpoint-dir", type=Path,
+                     help="where every party saves its state after every round (default: MODEL_DIR/checkpoint; "
+                          "removed once the model is saved)")
+    out.add_argument("--resume", action="store_true",
+                     help="continue an interrupted run from its checkpoints (same data, parameters and protocol)")
     out.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
@@ -179,10 +185,12 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
                                             and len(np.unique(active.labels)) > 2):
         n_outputs = len(np.unique(active.labels))
     progress = _Progress(params.n_trees * n_outputs, sys.stderr.isatty() and not args.json)
+    checkpoints = args.checkpoint_dir or args.model_dir / "checkpoint"
     try:
         model, run = train_local(
             active.take(train_rows), [p.take(train_rows) for p in passives_aligned], params, args.protocol,
             validation=validation, transcript=args.transcript, on_tree=progress, options=options,
+            checkpoint_dir=checkpoints, resume=args.resume,
         )
     finally:
         progress.close()
@@ -196,6 +204,7 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
         value = evaluate(metric, y_test, model.predict(active_x, passive_x))
     model.active.id_column = args.id_column or (GIVE_ME_SOME_CREDIT_ID if args.data is None and not args.active_data else None)
     written = model.save(args.model_dir)
+    remove_checkpoints(checkpoints, len(model.passives))
     report = {
         "protocol": args.protocol,
         "objective": objective,
@@ -355,7 +364,7 @@ def _cmd_party(args: argparse.Namespace) -> int:
         config.protocol = args.protocol
     progress = _Progress(config.params.n_trees, sys.stderr.isatty() and not args.json)
     try:
-        report = run_training(config, transcript=args.transcript, on_tree=progress)
+        report = run_training(config, transcript=args.transcript, on_tree=progress, resume=args.resume)
     finally:
         progress.close()
     if args.shutdown_peers:
@@ -529,6 +538,8 @@ def _parser() -> argparse.ArgumentParser:
     party.add_argument("--transcript", type=Path, help="active: record its view of the run")
     party.add_argument("--ready-file", type=Path, help="passive: write host:port here once listening")
     party.add_argument("--shutdown-peers", action="store_true", help="active: stop the passive parties afterwards")
+    party.add_argument("--resume", action="store_true",
+                       help="active: continue the interrupted run from every party's checkpoint")
     party.add_argument("--json", action="store_true")
     party.set_defaults(func=_cmd_party)
     return parser

@@ -15,6 +15,8 @@ __all__ = [
     "AttestationError",
     "IntegrityError",
     "EnclaveError",
+    "CheckpointError",
+    "PeerUnavailable",
 ]
 
 
@@ -32,6 +34,14 @@ class DataError(TeeboostError, ValueError):
 
 class ProtocolError(TeeboostError):
     """A peer sent a message that does not fit the protocol (wrong type, shape or state)."""
+
+
+class PeerUnavailable(ProtocolError):
+    """A peer could not be reached or went away; safe to wait for it and resume."""
+
+
+class CheckpointError(TeeboostError):
+    """A checkpoint is missing, corrupt, or belongs to another run (names the file and party)."""
 
 
 class ModelFileError(TeeboostError):

@@ -15,18 +15,19 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .checkpoint import ActiveCheckpoint, active_checkpoint_file, passive_checkpoint_file, run_digest
 from .config import BoostParams, ProtocolOptions
 from .core.binning import fit_bins
-from .core.boosting import Booster, TreeProgress, Validation
+from .core.boosting import Booster, BoostState, TreeProgress, Validation
 from .core.columns import PartyColumns
 from .core.loss import make_objective
 from .core.split import SplitCriteria
 from .data import PartyData, align_parties
-from .errors import DataError
+from .errors import CheckpointError, DataError
 from .labels import encode_labels, encode_with_classes
 from .model_files import ActiveModel, PassiveModel, load_model_dir, save_models
 from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
-from .parties.messages import RunNote
+from .parties.messages import ResumeFrom, RunNote, SaveCheckpoint
 from .parties.passive import PassiveParty
 from .protocols.enclaves import ProtocolEnv
 from .protocols.registry import get_protocol
@@ -136,19 +137,41 @@ def train_active(
     validation: tuple[PartyData, str] | None = None,
     transcript: str | Path | None = None,
     on_tree: Callable[[TreeProgress], None] | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
 ) -> tuple[ActiveModel, TrainingRun]:
     """The active party's side of training over any channel (in-memory or gRPC). Passive
     parties must already hold their rows in the active party's order and, for validation,
-    a dataset of that name."""
+    a dataset of that name. With ``checkpoint_dir`` every party saves its state after every
+    round; ``resume`` continues from those checkpoints."""
     spec = get_protocol(protocol)
     y, classes, objective_name = encode_labels(active, params.objective)
     objective = make_objective(objective_name, len(classes) if classes else 2)
     valid_y = encode_with_classes(validation[0], classes) if validation is not None else None
     started = time.perf_counter()
     active_columns = _columns(active, params)
-    writer = TranscriptWriter(transcript) if transcript is not None else None
+    run_id = run_digest({"protocol": protocol, "params": params.to_dict(), "objective": objective_name,
+                         "classes": classes, "parties": party_names, "features": list(active.feature_names),
+                         "validation": None if validation is None else validation[0].n_rows},
+                        y, active.features)
+    checkpoint_path = None if checkpoint_dir is None else active_checkpoint_file(checkpoint_dir)
+    saved = None
+    if resume:
+        if checkpoint_path is None:
+            raise CheckpointError("--resume needs the checkpoint directory of the interrupted run")
+        saved = ActiveCheckpoint.load(checkpoint_path, len(active.feature_names))
+        if saved.run_id != run_id:
+            raise CheckpointError(f"{checkpoint_path} belongs to another run (data, parameters, parties or "
+                                  "protocol changed); train without --resume to start afresh")
+        active_columns.owner = saved.owner
+    writer = None
+    if transcript is not None:
+        offset = None if saved is None else saved.transcript_offset
+        if saved is not None and offset is None:
+            raise CheckpointError(f"{checkpoint_path}: the interrupted run kept no transcript to continue")
+        writer = TranscriptWriter(transcript, resume_at=offset)
     channel.transcript = writer
-    progress: list[TreeProgress] = []
+    progress: list[TreeProgress] = [] if saved is None else list(saved.progress)
     finder = None
 
     def report_tree(item: TreeProgress) -> None:
@@ -157,18 +180,27 @@ def train_active(
             on_tree(item)
 
     try:
-        if writer is not None:
+        if writer is not None and saved is None:  # a resumed transcript already has it
             writer.note(RunNote(protocol, json.dumps({
                 "params": params.to_dict(), "objective": objective_name, "n_rows": active.n_rows,
                 "active_features": list(active.feature_names),
                 "passive_parties": [{"index": i, "name": n} for i, n in sorted(party_names.items())],
             })))
         hello = handshake(channel, protocol, active.n_rows, params.max_bin)
+        if saved is not None:
+            channel.request_all({p: ResumeFrom(run_id, saved.n_trees) for p in channel.parties})
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
         finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins,
                                   params, env)
         if writer is not None:
             finder = NotingFinder(finder, writer, objective.n_outputs)
+
+        def save_checkpoint(state: BoostState) -> None:
+            n_trees = len(state.ensemble.trees)
+            channel.request_all({p: SaveCheckpoint(run_id, n_trees) for p in channel.parties})
+            ActiveCheckpoint(run_id, state, active_columns.owner, list(progress),
+                             None if writer is None else writer.offset()).save(checkpoint_path)
+
         booster = Booster(
             params, objective, finder,
             FederatedOracle(channel, "train", active_columns.owner, active.features),
@@ -179,12 +211,13 @@ def train_active(
         if validation is not None:
             valid = Validation(valid_y, FederatedOracle(channel, validation[1], active_columns.owner,
                                                         validation[0].features))
-        ensemble = booster.fit(y, classes=classes, validation=valid)
+        ensemble = booster.fit(y, classes=classes, validation=valid, state=None if saved is None else saved.state,
+                               on_round=None if checkpoint_path is None else save_checkpoint)
         if writer is not None:
             note_trees(writer, ensemble.trees)
     except BaseException:
-        if writer is not None:
-            writer.close(complete=False)
+        if writer is not None:  # with checkpoints, the partial transcript is continued on --resume
+            writer.close(complete=False, keep_partial=checkpoint_path is not None)
         raise
     finally:
         if finder is not None:
@@ -213,8 +246,11 @@ def train_local(
     transcript: str | Path | None = None,
     on_tree: Callable[[TreeProgress], None] | None = None,
     options: ProtocolOptions | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
 ) -> tuple[FederatedModel, TrainingRun]:
-    """Train with every party in this process over the in-memory channel."""
+    """Train with every party in this process over the in-memory channel; with
+    ``checkpoint_dir`` each party checkpoints to its own file there."""
     spec = get_protocol(protocol)
     options = options or ProtocolOptions()
     envs = _environments(spec.uses_enclaves, options, len(passives))
@@ -226,13 +262,16 @@ def train_local(
     channel = None
     try:
         for index, data in enumerate(passives, start=1):
-            parties.append(build_passive(index, data, params, protocol, envs[index],
-                                         valid=None if validation is None else validation[1][index - 1]))
+            parties.append(build_passive(
+                index, data, params, protocol, envs[index],
+                valid=None if validation is None else validation[1][index - 1],
+                checkpoint=None if checkpoint_dir is None else passive_checkpoint_file(checkpoint_dir, index)))
         channel = InMemoryChannel({p.index: p.handle for p in parties})
         model, run = train_active(active, channel, params, protocol, env=envs[0],
                                   party_names={p.index: p.name for p in parties},
                                   validation=None if validation is None else (validation[0], "valid"),
-                                  transcript=transcript, on_tree=on_tree)
+                                  transcript=transcript, on_tree=on_tree, checkpoint_dir=checkpoint_dir,
+                                  resume=resume)
     finally:
         for party in parties:
             party.close()
@@ -246,12 +285,17 @@ def train_local(
 
 
 def build_passive(index: int, data: PartyData, params: BoostParams, protocol: str, env: ProtocolEnv,
-                  *, valid: PartyData | None = None) -> PassiveParty:
-    """A passive party ready to train: its own bins, its protocol side, its datasets."""
+                  *, valid: PartyData | None = None, checkpoint: Path | None = None) -> PassiveParty:
+    """A passive party ready to train: its own bins, its protocol side, its datasets, and
+    where it checkpoints (stamped with a digest of its own data, so a resumed run notices
+    changed data)."""
     spec = get_protocol(protocol)
     columns = _columns(data, params)
+    fingerprint = run_digest({"protocol": protocol, "params": params.to_dict(), "index": index,
+                              "features": list(data.feature_names)}, data.features)
     party = PassiveParty(index, data.name, list(data.feature_names), columns.owner, columns=columns,
-                         protocol=spec.make_passive(columns, params, env, index), protocol_name=protocol)
+                         protocol=spec.make_passive(columns, params, env, index), protocol_name=protocol,
+                         checkpoint=checkpoint, fingerprint=fingerprint)
     party.add_dataset("train", data.features)
     if valid is not None:
         party.add_dataset("valid", valid.features)

@@ -21,7 +21,7 @@ from .loss import Objective
 from .model import Ensemble
 from .predict import RoutingOracle, leaf_assignments, tree_outputs
 
-__all__ = ["Booster", "TreeProgress", "Validation", "sample_rows"]
+__all__ = ["Booster", "BoostState", "TreeProgress", "Validation", "sample_rows"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,40 @@ def sample_rows(rng: np.random.Generator, n_rows: int, fraction: float) -> np.nd
     return rows
 
 
+@dataclass
+class BoostState:
+    """Everything the boosting loop carries from one round to the next. Saving it after a
+    round and continuing from it grows exactly the trees an uninterrupted run grows: the
+    margins are kept bit for bit and the subsampling generator resumes mid-stream."""
+
+    ensemble: Ensemble
+    margin: np.ndarray  # (n_rows, n_outputs) training margins
+    rng_state: dict
+    next_round: int = 0
+    valid_margin: np.ndarray | None = None
+    best_value: float | None = None
+    best_round: int = -1
+
+    @classmethod
+    def start(cls, objective: str, base_margin: np.ndarray, n_rows: int, random_state: int,
+              classes: list | None, n_valid: int | None) -> "BoostState":
+        return cls(
+            ensemble=Ensemble(objective, base_margin, classes=classes),
+            margin=np.tile(base_margin, (n_rows, 1)),
+            rng_state=np.random.default_rng(random_state).bit_generator.state,
+            valid_margin=None if n_valid is None else np.tile(base_margin, (n_valid, 1)),
+        )
+
+    def check_fits(self, n_rows: int, n_outputs: int, n_valid: int | None) -> None:
+        """A state saved for other data is refused rather than silently continued."""
+        if self.margin.shape != (n_rows, n_outputs):
+            raise ValueError(f"boosting state has margins for {self.margin.shape} rows x outputs, "
+                             f"this run {(n_rows, n_outputs)}")
+        saved_valid = None if self.valid_margin is None else self.valid_margin.shape[0]
+        if saved_valid != n_valid:
+            raise ValueError(f"boosting state has {saved_valid} validation rows, this run {n_valid}")
+
+
 class Booster:
     """Trains an ``Ensemble`` with any split finder."""
 
@@ -80,21 +114,28 @@ class Booster:
         *,
         classes: list | None = None,
         validation: Validation | None = None,
+        state: BoostState | None = None,
+        on_round: Callable[[BoostState], None] | None = None,
     ) -> Ensemble:
+        """Grow the ensemble; from ``state`` (a checkpoint) if given. ``on_round`` sees the
+        state after every completed round, which is all a checkpoint needs."""
         params, objective = self.params, self.objective
         n_rows = labels.size
         n_out = objective.n_outputs
-        rng = np.random.default_rng(params.random_state)
         grower = TreeGrower(self.finder, params, n_rows)
-        ensemble = Ensemble(objective.name, objective.base_margin(labels), classes=classes)
-        margin = np.tile(ensemble.base_margin, (n_rows, 1))
+        if state is None:
+            state = BoostState.start(objective.name, objective.base_margin(labels), n_rows, params.random_state,
+                                     classes, None if validation is None else validation.labels.size)
+        else:
+            state.check_fits(n_rows, n_out, None if validation is None else validation.labels.size)
+        ensemble, margin = state.ensemble, state.margin
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state.rng_state
         metric = objective.metric
         higher_better = HIGHER_IS_BETTER[metric]
-        if validation is not None:
-            valid_margin = np.tile(ensemble.base_margin, (validation.labels.size, 1))
-            best_value, best_round = None, -1
+        stopped = False
 
-        for round_index in range(params.n_trees):
+        for round_index in range(state.next_round, params.n_trees):
             g, h = objective.gradients(labels, margin)
             rows = sample_rows(rng, n_rows, params.subsample)
             in_sample = np.zeros(n_rows, dtype=bool)
@@ -122,31 +163,36 @@ class Booster:
                 if validation is None or output < n_out - 1:
                     self.on_tree(progress)
 
-            if validation is None:
-                continue
-            n_valid = validation.labels.size
-            leaves = leaf_assignments(new_trees, np.arange(n_valid), validation.oracle)
-            valid_margin += tree_outputs(new_trees, leaves, n_out)
-            value = evaluate(metric, validation.labels, objective.predict(valid_margin))
-            self.on_tree(
-                TreeProgress(
-                    progress.tree_index, round_index, n_out - 1, progress.n_leaves,
-                    progress.seconds, valid_metric=value,
+            if validation is not None:
+                n_valid = validation.labels.size
+                leaves = leaf_assignments(new_trees, np.arange(n_valid), validation.oracle)
+                state.valid_margin += tree_outputs(new_trees, leaves, n_out)
+                value = evaluate(metric, validation.labels, objective.predict(state.valid_margin))
+                self.on_tree(
+                    TreeProgress(
+                        progress.tree_index, round_index, n_out - 1, progress.n_leaves,
+                        progress.seconds, valid_metric=value,
+                    )
                 )
-            )
-            improved = best_value is None or (value > best_value if higher_better else value < best_value)
-            if improved:
-                best_value, best_round = value, round_index
-            elif (
-                params.early_stopping_rounds is not None
-                and round_index - best_round >= params.early_stopping_rounds
-            ):
+                best = state.best_value
+                if best is None or (value > best if higher_better else value < best):
+                    state.best_value, state.best_round = value, round_index
+                elif (
+                    params.early_stopping_rounds is not None
+                    and round_index - state.best_round >= params.early_stopping_rounds
+                ):
+                    stopped = True
+            state.next_round = round_index + 1
+            state.rng_state = rng.bit_generator.state
+            if stopped:
                 break
+            if on_round is not None and state.next_round < params.n_trees:
+                on_round(state)
 
         if validation is not None and params.early_stopping_rounds is not None:
-            keep = (best_round + 1) * n_out
+            keep = (state.best_round + 1) * n_out
             if keep < len(ensemble.trees):
                 del ensemble.trees[keep:]
                 self.on_truncate(keep)
-            ensemble.best_round = best_round
+            ensemble.best_round = state.best_round
         return ensemble

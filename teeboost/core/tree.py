@@ -139,6 +139,12 @@ class OwnerTable:
         """Drop records of trees that early stopping discarded."""
         self._records = {k: r for k, r in self._records.items() if r.tree < n_trees}
 
+    def rewind(self, n_trees: int) -> None:
+        """Back to the state after tree ``n_trees - 1`` (resuming from a checkpoint): later
+        records go and ids are handed out again from where that tree left off."""
+        self.keep_trees_below(n_trees)
+        self._next_id = max(self._records, default=-1) + 1
+
     def items(self):
         return sorted(self._records.items())
 

@@ -1,13 +1,16 @@
 """``party.toml``: everything one party needs to run on its own host, validated on load.
 
     [party]    name, role ("active"|"passive"), index (passive), listen (passive), data,
-               id_column, label (active), model_dir
+               id_column, label (active), model_dir, checkpoint_dir (default model_dir/checkpoint)
     [tls]      ca, cert, key   (or insecure = true: plaintext, testing only)
     [[peers]]  name, index, address                       (active)
     [training] protocol, test_size, and any BoostParams field  (active)
     [protocol] any ProtocolOptions field (scheme, key_bits, aes_bits, onetee_bins_once, ...)
     [tee]      platform (simulated platform key file), trusted_roots (hex Ed25519 keys)
-    [network]  timeout, connect_timeout, max_message_mb
+    [network]  timeout, connect_timeout, max_message_mb, retries (resends while a peer is
+               unreachable), recover_timeout (active: how long to wait for a lost passive party
+               to come back before resuming from the checkpoints; 0 = stop at once),
+               max_recoveries
 
 Relative paths are relative to the config file. Errors name the file and the field.
 """
@@ -35,6 +38,7 @@ class PartyConfig:
     data: Path
     id_column: str
     model_dir: Path
+    checkpoint_dir: Path | None = None
     index: int = 0
     listen: str = ""
     label: str | None = None
@@ -50,6 +54,9 @@ class PartyConfig:
     timeout: float = 600.0
     connect_timeout: float = 30.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    retries: int = 3
+    recover_timeout: float = 120.0
+    max_recoveries: int = 3
 
 
 def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path | None = None):
@@ -89,6 +96,8 @@ def load_config(path: str | Path) -> PartyConfig:
         id_column=_get(party, "id_column", str, "party", path=path),
         model_dir=base / _get(party, "model_dir", str, "party", f"model-{name}", path=path),
     )
+    checkpoint_dir = _get(party, "checkpoint_dir", str, "party", None, path=path)
+    config.checkpoint_dir = config.model_dir / "checkpoint" if checkpoint_dir is None else base / checkpoint_dir
     if role == "passive":
         config.index = _get(party, "index", int, "party", path=path)
         if config.index < 1:
@@ -142,4 +151,11 @@ def load_config(path: str | Path) -> PartyConfig:
     config.timeout = _get(network, "timeout", float, "network", 600.0, path=path)
     config.connect_timeout = _get(network, "connect_timeout", float, "network", 30.0, path=path)
     config.max_message_bytes = int(_get(network, "max_message_mb", float, "network", 1024.0, path=path) * 2**20)
+    config.retries = _get(network, "retries", int, "network", 3, path=path)
+    config.recover_timeout = _get(network, "recover_timeout", float, "network", 120.0, path=path)
+    config.max_recoveries = _get(network, "max_recoveries", int, "network", 3, path=path)
+    for key in ("timeout", "connect_timeout", "max_message_bytes", "retries", "recover_timeout", "max_recoveries"):
+        if getattr(config, key) < 0 or (key in ("timeout", "connect_timeout", "max_message_bytes")
+                                        and getattr(config, key) == 0):
+            raise ConfigError(f"{path}: [network] {key} = {getattr(config, key)!r} is out of range")
     return config

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checkpoint import passive_checkpoint_file, remove_checkpoint
 from ..config import BoostParams
 from ..data import PartyData
 from ..errors import DataError, ProtocolError
@@ -78,7 +79,8 @@ class PassiveService:
             self.party.close()
         train = aligned.take(msg.train)
         self.party = build_passive(self.config.index, train, params, msg.protocol, self.env(),
-                                   valid=aligned.take(msg.valid) if msg.valid.size else None)
+                                   valid=aligned.take(msg.valid) if msg.valid.size else None,
+                                   checkpoint=self._checkpoint_file())
         self.party.add_dataset("test", aligned.features[msg.test])
         return Ack()
 
@@ -87,7 +89,11 @@ class PassiveService:
             raise ProtocolError("nothing was trained")
         model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner)
         save_models(self.config.model_dir, None, [model])
+        remove_checkpoint(self._checkpoint_file())
         return Ack()
+
+    def _checkpoint_file(self) -> Path:
+        return passive_checkpoint_file(self.config.checkpoint_dir, self.config.index)
 
     def _predict_data(self, msg: PredictData) -> Ack:
         if self.party is None:

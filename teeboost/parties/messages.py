@@ -10,7 +10,7 @@ import numpy as np
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "Hello", "HelloReply", "RouteRequest", "RouteReply", "DiscardTrees", "Ack",
+    "Hello", "HelloReply", "RouteRequest", "RouteReply", "DiscardTrees", "Ack", "SaveCheckpoint", "ResumeFrom",
     "GradientsNote", "TreeNote", "RunNote", "HistogramNote", "NodeRowsNote",
 ]
 
@@ -34,6 +34,25 @@ class HelloReply:
     name: str
     n_rows: int
     n_value_bins: np.ndarray = array_field("int32", 1)
+
+
+@message
+@dataclass(frozen=True)
+class SaveCheckpoint:
+    """Active -> passive: round done, ``n_trees`` trees grown; save your state for this run."""
+
+    run_id: str
+    n_trees: int
+
+
+@message
+@dataclass(frozen=True)
+class ResumeFrom:
+    """Active -> passive: continue run ``run_id`` after its first ``n_trees`` trees, from
+    your own checkpoint (records of later trees are dropped)."""
+
+    run_id: str
+    n_trees: int
 
 
 @message

@@ -1,20 +1,23 @@
 """A passive party: answers the active party's requests about its own columns, nothing else.
 
-It serves three kinds of request: the handshake, its protocol's split-finding messages, and
-routing questions for its own split records (training, validation, prediction).
+It serves four kinds of request: the handshake, its protocol's split-finding messages,
+routing questions for its own split records (training, validation, prediction), and saving or
+resuming from its own checkpoint.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..checkpoint import PassiveCheckpoint
 from ..core.columns import PartyColumns
 from ..core.tree import OwnerTable
-from ..errors import ProtocolError
+from ..errors import CheckpointError, ProtocolError
 from ..protocols.partition import decode_row_sets
-from .messages import Ack, DiscardTrees, Hello, HelloReply, RouteReply, RouteRequest
+from .messages import Ack, DiscardTrees, Hello, HelloReply, ResumeFrom, RouteReply, RouteRequest, SaveCheckpoint
 
 __all__ = ["PassiveParty"]
 
@@ -32,6 +35,8 @@ class PassiveParty:
         columns: PartyColumns | None = None,
         protocol: Any = None,
         protocol_name: str | None = None,
+        checkpoint: Path | None = None,
+        fingerprint: str = "",
     ) -> None:
         self.index = index
         self.name = name
@@ -40,6 +45,8 @@ class PassiveParty:
         self.columns = columns
         self.protocol = protocol
         self.protocol_name = protocol_name
+        self.checkpoint = checkpoint
+        self.fingerprint = fingerprint
         self._datasets: dict[str, np.ndarray] = {}
         self._handled = tuple(getattr(protocol, "handles", ()))
 
@@ -66,6 +73,10 @@ class PassiveParty:
                 raise ProtocolError(f"cannot keep {msg.keep} trees")
             self.owner.keep_trees_below(msg.keep)
             return Ack()
+        if isinstance(msg, SaveCheckpoint):
+            return self._save_checkpoint(msg)
+        if isinstance(msg, ResumeFrom):
+            return self._resume(msg)
         if self._handled and isinstance(msg, self._handled):
             return self.protocol.handle(msg)
         raise ProtocolError(f"party {self.name!r} does not serve {type(msg).__name__} messages")
@@ -84,6 +95,34 @@ class PassiveParty:
         if msg.max_bin != self.columns.bins.max_bin:
             raise ProtocolError(f"party {self.name!r} binned with max_bin={self.columns.bins.max_bin}, not {msg.max_bin}")
         return HelloReply(self.name, self.columns.n_rows, self.columns.bins.n_value_bins.astype(np.int32))
+
+    def _checkpoint_path(self) -> Path:
+        if self.checkpoint is None or self.columns is None:
+            raise ProtocolError(f"party {self.name!r} keeps no checkpoints for this run")
+        return self.checkpoint
+
+    def _save_checkpoint(self, msg: SaveCheckpoint) -> Ack:
+        path = self._checkpoint_path()
+        if msg.n_trees < 0 or any(r.tree >= msg.n_trees for _, r in self.owner.items()):
+            raise ProtocolError(f"party {self.name!r} holds split records beyond tree {msg.n_trees - 1}")
+        PassiveCheckpoint(msg.run_id, self.fingerprint, msg.n_trees, self.owner).save(path)
+        return Ack()
+
+    def _resume(self, msg: ResumeFrom) -> Ack:
+        path = self._checkpoint_path()
+        saved = PassiveCheckpoint.load(path, len(self.feature_names))
+        if saved.run_id != msg.run_id:
+            raise CheckpointError(f"party {self.name!r}: {path} belongs to another run")
+        if saved.fingerprint != self.fingerprint:
+            raise CheckpointError(f"party {self.name!r}: its data or parameters changed since {path} was written")
+        if saved.n_trees < msg.n_trees:
+            raise CheckpointError(f"party {self.name!r}: {path} covers {saved.n_trees} trees, "
+                                  f"the active party resumes after {msg.n_trees}")
+        saved.owner.rewind(msg.n_trees)
+        self.owner = saved.owner
+        if self.columns is not None:
+            self.columns.owner = saved.owner
+        return Ack()
 
     def _route(self, msg: RouteRequest) -> RouteReply:
         raw = self._datasets.get(msg.dataset)

@@ -6,22 +6,27 @@ envelope (large arrays stay raw bytes inside the frame). The server checks that 
 certificate names the expected party and matches the envelope's sender, and refuses replayed
 or out-of-order requests within a session. Message sizes are limited deliberately
 (``max_message_bytes``, 1 GiB by default: a 1e6-row Paillier gradient message is ~512 MB);
-every call has a timeout, and an unreachable or vanished peer becomes a ``ProtocolError``
+every call has a timeout. A call that fails because the peer is unreachable is retried with
+the same envelope: the server answers a repeat of the request it last served from its reply
+cache instead of running it twice, so every retry is safe. A peer still unreachable after the
+retries, or one that restarted (it no longer knows the session), becomes ``PeerUnavailable``
 naming it. Plaintext transport exists only behind ``insecure=True``, which says so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import grpc
 
-from ..errors import ConfigError, ProtocolError
+from ..errors import ConfigError, PeerUnavailable, ProtocolError
 from .base import Channel, answer_frame
 from .proto.envelope_pb2 import Envelope
 from .tls import TlsFiles
@@ -55,7 +60,8 @@ class GrpcChannel(Channel):
     """The active party's connections to every passive party."""
 
     def __init__(self, peers: list[Peer], *, sender: str, tls: TlsFiles | None, insecure: bool = False,
-                 timeout: float = 600.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 timeout: float = 600.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 retries: int = 3, retry_delay: float = 0.5) -> None:
         super().__init__()
         if tls is None and not insecure:
             raise ConfigError("mutual TLS needs ca, cert and key files (or --insecure, which disables it)")
@@ -63,9 +69,11 @@ class GrpcChannel(Channel):
             insecure_warning(sender)
         self.sender = sender
         self.timeout = timeout
+        self.retries = retries
+        self.retry_delay = retry_delay
         self._peers = {p.index: p for p in peers}
         self._session = os.urandom(16)
-        self._sequence = 0
+        self._sequence = {p.index: 0 for p in peers}  # per peer: each server sees 1, 2, 3, ...
         self._seq_lock = threading.Lock()
         self._channels: dict[int, grpc.Channel] = {}
         self._calls: dict[int, Any] = {}
@@ -95,13 +103,13 @@ class GrpcChannel(Channel):
                 grpc.channel_ready_future(channel).result(timeout=timeout)
             except grpc.FutureTimeoutError:
                 peer = self._peers[index]
-                raise ProtocolError(f"passive party {index} ({peer.name}) at {peer.address} is unreachable "
+                raise PeerUnavailable(f"passive party {index} ({peer.name}) at {peer.address} is unreachable "
                                     f"after {timeout:g} s (not running, wrong address, or TLS refused)") from None
 
-    def _envelope(self, frame: bytes) -> Envelope:
+    def _envelope(self, party: int, frame: bytes) -> Envelope:
         with self._seq_lock:
-            self._sequence += 1
-            return Envelope(version=_VERSION, sender=self.sender, sequence=self._sequence, frame=frame,
+            self._sequence[party] += 1
+            return Envelope(version=_VERSION, sender=self.sender, sequence=self._sequence[party], frame=frame,
                             session=self._session)
 
     def _error(self, index: int, exc: grpc.RpcError) -> ProtocolError:
@@ -112,8 +120,10 @@ class GrpcChannel(Channel):
             return ProtocolError(f"passive party {index} ({peer.name}) at {peer.address} did not answer "
                                  f"within {self.timeout:g} s")
         if code == grpc.StatusCode.UNAVAILABLE:
-            return ProtocolError(f"passive party {index} ({peer.name}) at {peer.address} is unreachable or "
-                                 f"went away: {detail}")
+            return PeerUnavailable(f"passive party {index} ({peer.name}) at {peer.address} is unreachable or "
+                                   f"went away: {detail}")
+        if code == grpc.StatusCode.FAILED_PRECONDITION:
+            return PeerUnavailable(f"passive party {index} ({peer.name}) at {peer.address} restarted: {detail}")
         return ProtocolError(f"passive party {index} ({peer.name}) at {peer.address} failed: "
                              f"{code.name if code else 'error'}: {detail}")
 
@@ -128,17 +138,30 @@ class GrpcChannel(Channel):
         return self._exchange_all({party: frame})[party]
 
     def _exchange_all(self, frames: dict[int, bytes]) -> dict[int, bytes]:
-        requests = {p: self._envelope(f) for p, f in frames.items()}
+        requests = {p: self._envelope(p, f) for p, f in frames.items()}
         futures = {p: self._calls[p].future(r, timeout=self.timeout) for p, r in requests.items()}
         replies = {}
         for party, future in futures.items():
             try:
-                replies[party] = self._check(party, requests[party], future.result())
+                replies[party] = self._check(party, requests[party], self._result(party, requests[party], future))
             except grpc.RpcError as exc:
                 for other in futures.values():
                     other.cancel()
                 raise self._error(party, exc) from None
         return replies
+
+    def _result(self, party: int, request: Envelope, future: Any) -> Envelope:
+        """The reply, resending the identical envelope while the peer is unreachable (the
+        server's reply cache makes a repeat of an already served request harmless)."""
+        for attempt in range(self.retries + 1):
+            try:
+                return future.result()
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt == self.retries:
+                    raise
+            time.sleep(self.retry_delay * 2**attempt)
+            future = self._calls[party].future(request, timeout=self.timeout)
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         super().close()
@@ -147,7 +170,12 @@ class GrpcChannel(Channel):
 
 
 class PartyServer:
-    """A passive party's gRPC endpoint: one request at a time, from the expected client."""
+    """A passive party's gRPC endpoint: one request at a time, from the expected client.
+
+    Per session it remembers the last sequence number, a digest of that request and its
+    reply: the same request again (a client retry) gets the same reply without running twice;
+    an older or different one with a used number is a replay and is refused; a session it has
+    never seen must start at 1 (otherwise this server restarted mid-session and says so)."""
 
     def __init__(self, handler: Callable[[Any], Any], *, name: str, listen: str, tls: TlsFiles | None,
                  insecure: bool = False, client_name: str = "active",
@@ -161,7 +189,7 @@ class PartyServer:
         self.insecure = insecure
         self._handler = handler
         self._lock = threading.Lock()
-        self._last: dict[bytes, int] = {}
+        self._last: dict[bytes, tuple[int, bytes, bytes]] = {}  # session -> (sequence, digest, reply)
         self._stopped = threading.Event()
         self._server = grpc.server(ThreadPoolExecutor(max_workers=4), options=_options(max_message_bytes))
         rpc = grpc.unary_unary_rpc_method_handler(self._exchange, request_deserializer=Envelope.FromString,
@@ -184,11 +212,19 @@ class PartyServer:
                 context.abort(grpc.StatusCode.PERMISSION_DENIED, f"only {self.client_name!r} may call {self.name!r}")
         if request.version != _VERSION or request.sender != self.client_name:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "unexpected sender or envelope version")
+        digest = hashlib.sha256(request.frame).digest()
         with self._lock:
-            if request.sequence <= self._last.get(request.session, 0):
+            last = self._last.get(request.session)
+            if last is None and request.sequence != 1:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"unknown session at request {request.sequence}: {self.name!r} restarted")
+            if last is not None and request.sequence == last[0] and digest == last[1]:
+                reply = last[2]  # a retry of the request just served
+            elif last is not None and request.sequence != last[0] + 1:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "replayed or out-of-order request")
-            self._last[request.session] = request.sequence
-            reply = answer_frame(self._handler, request.frame)
+            else:
+                reply = answer_frame(self._handler, request.frame)
+                self._last[request.session] = (request.sequence, digest, reply)
         return Envelope(version=_VERSION, sender=self.name, sequence=request.sequence, frame=reply,
                         session=request.session)
 

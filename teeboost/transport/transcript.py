@@ -7,6 +7,7 @@ are ordinary serde frames, so the reader decodes with the same checks as the net
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,13 +37,36 @@ class TranscriptRecord:
 
 class TranscriptWriter:
     """Appends records to a file; written to ``path.partial`` and renamed on close, so a
-    failed run never leaves a transcript that looks complete."""
+    failed run never leaves a transcript that looks complete. A run resumed from a
+    checkpoint continues the partial file from the offset the checkpoint recorded."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, resume_at: int | None = None) -> None:
         self.path = Path(path)
         self._partial = self.path.with_name(self.path.name + ".partial")
-        self._file: BinaryIO | None = open(self._partial, "wb")
-        self._file.write(MAGIC)
+        if resume_at is None:
+            self._file: BinaryIO | None = open(self._partial, "wb")
+            self._file.write(MAGIC)
+            return
+        try:
+            self._file = open(self._partial, "r+b")
+        except OSError as exc:
+            raise DataError(f"cannot continue transcript {self._partial}: {exc.strerror}") from None
+        size = self._file.seek(0, 2)
+        self._file.seek(0)
+        if self._file.read(len(MAGIC)) != MAGIC or not len(MAGIC) <= resume_at <= size:
+            self._file.close()
+            raise DataError(f"{self._partial} does not match the checkpoint (shorter than its recorded "
+                            f"{resume_at} bytes, or not a transcript)")
+        self._file.truncate(resume_at)
+        self._file.seek(resume_at)
+
+    def offset(self) -> int:
+        """Bytes written so far, flushed to disk (recorded in checkpoints)."""
+        if self._file is None:
+            raise ValueError("transcript already closed")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        return self._file.tell()
 
     def record(self, kind: int, peer: int, frame: bytes) -> None:
         if self._file is None:
@@ -54,14 +78,14 @@ class TranscriptWriter:
         """The active party's own knowledge (its gradients, its trees)."""
         self.record(NOTE, 0, serde.encode(message))
 
-    def close(self, *, complete: bool = True) -> None:
+    def close(self, *, complete: bool = True, keep_partial: bool = False) -> None:
         if self._file is None:
             return
         self._file.close()
         self._file = None
         if complete:
             self._partial.replace(self.path)
-        else:
+        elif not keep_partial:
             self._partial.unlink(missing_ok=True)
 
 

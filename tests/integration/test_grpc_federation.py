@@ -107,9 +107,11 @@ def test_party_with_a_certificate_from_another_ca_is_refused(federation):
 
 
 def test_peer_killed_mid_training_stops_the_others_with_a_clear_error(federation):
+    """With recovery switched off (``recover_timeout = 0``) a lost peer ends the run at once."""
     workdir, configs, processes = federation
     text = configs["active"].read_text().replace('protocol = "plain"', 'protocol = "plain"\nn_trees = 400')
-    configs["active"].write_text(text.replace("n_trees = 3\n", "").replace("timeout = 300", "timeout = 20"))
+    configs["active"].write_text(text.replace("n_trees = 3\n", "").replace("timeout = 300", "timeout = 20")
+                                 .replace("connect_timeout = 30", "connect_timeout = 30\nrecover_timeout = 0"))
     active = subprocess.Popen([sys.executable, "-m", "teeboost.cli", "party", "--config", str(configs["active"])],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     model_dir = workdir / "model-active"
