@@ -29,7 +29,7 @@ from .core.tree import OwnerTable
 from .errors import CheckpointError, ModelFileError
 
 __all__ = ["ActiveCheckpoint", "PassiveCheckpoint", "run_digest", "active_checkpoint_file",
-           "passive_checkpoint_file", "remove_checkpoint", "remove_checkpoints"]
+           "passive_checkpoint_file", "platform_key_file", "remove_checkpoint", "remove_checkpoints"]
 
 FORMAT = "teeboost-checkpoint"
 VERSION = 1
@@ -53,6 +53,11 @@ def passive_checkpoint_file(directory: str | Path, index: int) -> Path:
     return Path(directory) / f"passive-{index}.ckpt"
 
 
+def platform_key_file(directory: str | Path, index: int) -> Path:
+    """A run trained in one process keeps each party's simulated platform key here."""
+    return Path(directory) / f"platform-{index}.key"
+
+
 def remove_checkpoint(path: Path) -> None:
     """Once the final model files are written the checkpoint has done its job."""
     path.unlink(missing_ok=True)
@@ -64,6 +69,8 @@ def remove_checkpoints(directory: str | Path, n_passive: int) -> None:
     remove_checkpoint(active_checkpoint_file(directory))
     for index in range(1, n_passive + 1):
         remove_checkpoint(passive_checkpoint_file(directory, index))
+    for index in range(n_passive + 1):
+        remove_checkpoint(platform_key_file(directory, index))
     try:
         directory.rmdir()
     except OSError:

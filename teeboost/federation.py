@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .checkpoint import ActiveCheckpoint, active_checkpoint_file, passive_checkpoint_file, run_digest
+from .checkpoint import (ActiveCheckpoint, active_checkpoint_file, passive_checkpoint_file, platform_key_file,
+                         run_digest)
 from .config import BoostParams, ProtocolOptions
 from .core.binning import fit_bins
 from .core.boosting import Booster, BoostState, TreeProgress, Validation
@@ -111,12 +112,19 @@ class FederatedModel:
         return self.active.ensemble.loss.predict(margin)
 
 
-def _environments(uses_enclaves: bool, options: ProtocolOptions, n_passive: int) -> list[ProtocolEnv]:
+def _environments(uses_enclaves: bool, options: ProtocolOptions, n_passive: int,
+                  checkpoint_dir: Path | None = None) -> list[ProtocolEnv]:
     """One environment per party; for TEE protocols each party gets its own simulated platform,
-    and every enclave trusts every party's platform root."""
+    and every enclave trusts every party's platform root. A checkpointed run keeps its
+    platforms' keys beside the checkpoints: sealed enclave state opens only on the same
+    platform, as on hardware."""
     if not uses_enclaves:
         return [ProtocolEnv(options) for _ in range(n_passive + 1)]
-    platforms = [SimulatedPlatform.create() for _ in range(n_passive + 1)]
+    if checkpoint_dir is None:
+        platforms = [SimulatedPlatform.create() for _ in range(n_passive + 1)]
+    else:
+        platforms = [SimulatedPlatform.load_or_create(platform_key_file(checkpoint_dir, i))
+                     for i in range(n_passive + 1)]
     roots = tuple(p.attestation_root for p in platforms)
     return [ProtocolEnv(options, platform, roots) for platform in platforms]
 
@@ -194,12 +202,15 @@ def train_active(
                                   params, env)
         if writer is not None:
             finder = NotingFinder(finder, writer, objective.n_outputs)
+        if saved is not None and saved.sealed_enclave is not None:
+            finder.restore_sealed_state(run_id, saved.sealed_enclave)
 
         def save_checkpoint(state: BoostState) -> None:
             n_trees = len(state.ensemble.trees)
             channel.request_all({p: SaveCheckpoint(run_id, n_trees) for p in channel.parties})
             ActiveCheckpoint(run_id, state, active_columns.owner, list(progress),
-                             None if writer is None else writer.offset()).save(checkpoint_path)
+                             None if writer is None else writer.offset(),
+                             finder.sealed_state(run_id)).save(checkpoint_path)
 
         booster = Booster(
             params, objective, finder,
@@ -253,7 +264,8 @@ def train_local(
     ``checkpoint_dir`` each party checkpoints to its own file there."""
     spec = get_protocol(protocol)
     options = options or ProtocolOptions()
-    envs = _environments(spec.uses_enclaves, options, len(passives))
+    envs = _environments(spec.uses_enclaves, options, len(passives),
+                         None if checkpoint_dir is None else Path(checkpoint_dir))
     passives = align_parties(active, passives)
     encode_labels(active, params.objective)  # label problems surface before any party starts
     if validation is not None:

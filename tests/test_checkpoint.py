@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from teeboost.checkpoint import active_checkpoint_file, passive_checkpoint_file
+from teeboost.checkpoint import ActiveCheckpoint, active_checkpoint_file, passive_checkpoint_file
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.data import PartyData
-from teeboost.errors import CheckpointError, ProtocolError
+from teeboost.errors import CheckpointError, IntegrityError, ProtocolError
 from teeboost.federation import train_local
 from teeboost.transport.transcript import read_transcript
 
@@ -130,3 +130,39 @@ def test_resume_names_missing_and_corrupt_checkpoints(tmp_path, small_credit):
     passive_checkpoint_file(tmp_path, 1).unlink()
     with pytest.raises(CheckpointError):
         train_local(active, passives, PARAMS, checkpoint_dir=tmp_path, resume=True)
+
+
+BINS_ONCE = ProtocolOptions(onetee_bins_once=True)
+
+
+def bins_records(path):
+    return [r for r in read_transcript(path) if getattr(r.message, "kind", None) == "bins" and r.kind_name == "received"]
+
+
+def test_one_tee_enclave_state_is_sealed_and_restored_not_resent(tmp_path, small_credit):
+    """The bin assignments only the enclave holds come back from its sealed checkpoint."""
+    active, passives = small_credit
+    transcript = tmp_path / "run.tbt"
+    with pytest.raises(Crash):
+        train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE, checkpoint_dir=tmp_path / "ckpt",
+                    on_tree=crash_after(2), transcript=transcript)
+    sealed = ActiveCheckpoint.load(active_checkpoint_file(tmp_path / "ckpt"), 10).sealed_enclave
+    assert sealed
+    train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE, checkpoint_dir=tmp_path / "ckpt",
+                resume=True, transcript=transcript)
+    assert len(bins_records(transcript)) == 1  # sent once, before the crash; not again
+
+
+def test_tampered_sealed_enclave_state_is_refused(tmp_path, small_credit):
+    active, passives = small_credit
+    with pytest.raises(Crash):
+        train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE, checkpoint_dir=tmp_path,
+                    on_tree=crash_after(2))
+    path = active_checkpoint_file(tmp_path)
+    saved = ActiveCheckpoint.load(path, 10)
+    blob = bytearray(saved.sealed_enclave)
+    blob[len(blob) // 2] ^= 1
+    saved.sealed_enclave = bytes(blob)
+    saved.save(path)
+    with pytest.raises(IntegrityError):
+        train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE, checkpoint_dir=tmp_path, resume=True)

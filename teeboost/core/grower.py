@@ -48,6 +48,14 @@ class SplitFinder(ABC):
     def end_tree(self) -> None:
         """The tree is complete (protocols may release per-tree state)."""
 
+    def sealed_state(self, run_id: str) -> bytes | None:
+        """State only an enclave holds that a resumed run needs, sealed by that enclave
+        (opaque to the host); None if the protocol carries none across rounds."""
+        return None
+
+    def restore_sealed_state(self, run_id: str, blob: bytes) -> None:
+        """Give a resumed run's enclave back what ``sealed_state`` saved."""
+
     def close(self) -> None:
         """Training is over: release processes and keys."""
 

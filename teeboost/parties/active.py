@@ -96,6 +96,12 @@ class NotingFinder(SplitFinder):
     def end_tree(self):
         self.inner.end_tree()
 
+    def sealed_state(self, run_id):
+        return self.inner.sealed_state(run_id)
+
+    def restore_sealed_state(self, run_id, blob):
+        self.inner.restore_sealed_state(run_id, blob)
+
     def close(self):
         self.inner.close()
 

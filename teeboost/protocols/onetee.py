@@ -95,13 +95,38 @@ class OneTeeActive(ActiveSplitting):
             final = self.channel.request(party, ChannelAccept(self.enclave.ecall("respond", prefix + hello.hello)))
             self.enclave.ecall("finish_responder", prefix + final.final)
             self.enclave.ecall("party_bins", prefix + passive_bins[party].astype(np.int64).tobytes())
-            if self.bins_once:
-                bins = self.channel.request(party, SealedMessage(-1, "bins", b""))
-                self.enclave.ecall("bins_once", prefix + bins.record)
+        self._bins_held: set[int] = set()  # parties whose bin assignments the enclave holds
+        self._sealed: tuple[str, bytes] | None = None
         self._locators: dict[int, bytes] = {}
         self.timer["enclave setup"] = time.perf_counter() - started
 
+    def _collect_bins(self) -> None:
+        """Bins-once: fetch bin assignments the enclave does not hold yet (all of them at the
+        start of a run, none after a resume that restored the enclave's sealed state)."""
+        for party in self.channel.parties:
+            if party not in self._bins_held:
+                bins = self.channel.request(party, SealedMessage(-1, "bins", b""))
+                self.enclave.ecall("bins_once", party.to_bytes(4, "big") + bins.record)
+                self._bins_held.add(party)
+
+    def sealed_state(self, run_id):
+        if not self.bins_once:
+            return None  # nothing but session keys, which a restarted enclave renegotiates
+        if self._sealed is None or self._sealed[0] != run_id:  # the bins never change within a run
+            self._sealed = (run_id, self.enclave.ecall("checkpoint", run_id.encode()))
+        return self._sealed[1]
+
+    def restore_sealed_state(self, run_id, blob):
+        if not self.bins_once:
+            return
+        key = run_id.encode()
+        restored = np.frombuffer(self.enclave.ecall("restore", len(key).to_bytes(2, "big") + key + blob),
+                                 dtype=np.int64)
+        self._bins_held = {int(p) for p in restored} & set(self.channel.parties)
+
     def _send_gradients(self, tree_index, rows, gradients):
+        if self.bins_once:
+            self._collect_bins()
         masked = serde.decode(self.enclave.ecall("mask", serde.encode(em.GradientsIn(
             tree_index, gradients.codec.frac_bits, gradients.g.size, rows, gradients.g[rows], gradients.h[rows]))))
         encoding, offsets, payload = encode_row_sets([rows], gradients.g.size)

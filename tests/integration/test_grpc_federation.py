@@ -39,10 +39,13 @@ def federation(tmp_path):
         addresses[k] = (name, address)
     set_peer_addresses(configs["active"], addresses)
     yield tmp_path, configs, processes
+    config = load_config(configs["active"])
+    config.connect_timeout = 3.0
     try:
-        shutdown_peers(load_config(configs["active"]), "test finished")
+        shutdown_peers(config, "test finished")
     except Exception:
-        pass
+        for process in processes:
+            process.terminate()
     for process in processes:
         try:
             process.wait(timeout=10)

@@ -59,10 +59,13 @@ def federation(tmp_path):
         configs[name].write_text(configs[name].read_text().replace("127.0.0.1:0", address))
     set_peer_addresses(configs["active"], addresses)
     yield tmp_path, configs, passives
+    config = load_config(configs["active"])
+    config.connect_timeout = 3.0
     try:
-        shutdown_peers(load_config(configs["active"]), "test finished")
+        shutdown_peers(config, "test finished")
     except Exception:
-        pass
+        for process in passives.values():
+            process.terminate()
     for process in passives.values():
         try:
             process.wait(timeout=10)

@@ -63,6 +63,31 @@ def ecall_bins_once(rt, payload):
     return b""
 
 
+def _checkpoint_context(run_id: bytes) -> bytes:
+    return b"teeboost-checkpoint/onetee/" + run_id
+
+
+def ecall_checkpoint(rt, run_id):
+    """Seal what only this enclave holds and a resumed run needs: the passive parties' bin
+    assignments (bins-once). Sealed to this measurement and platform and bound to the run id,
+    so the host can store the blob but neither read it nor feed it to another run."""
+    records = {p: serde.encode(m.BinsOnce(rt.state["n_value_bins"][p], rt.state["bins"][p]))
+               for p in sorted(rt.state["bins"])}
+    return rt.seal(m.pack_records(records), _checkpoint_context(run_id))
+
+
+def ecall_restore(rt, payload):
+    """Unseal a checkpoint of this run (IntegrityError if it is another run's or altered)."""
+    size = int.from_bytes(payload[:2], "big")
+    run_id, blob = payload[2:2 + size], payload[2 + size:]
+    records = m.unpack_records(rt.unseal(blob, _checkpoint_context(run_id)))
+    for party, frame in records.items():
+        msg = _expect(frame, m.BinsOnce)
+        rt.state["bins"][party] = np.ascontiguousarray(msg.binned)
+        rt.state["n_value_bins"][party] = msg.n_value_bins.copy()
+    return np.array(sorted(records), dtype=np.int64).tobytes()
+
+
 def ecall_mask(rt, payload):
     """Host's gradients -> masked gradients; the pads never leave the enclave."""
     msg = _expect(payload, m.GradientsIn)
