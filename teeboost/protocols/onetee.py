@@ -147,12 +147,13 @@ class OneTeeActive(ActiveSplitting):
                 raise ProtocolError(f"party {party} did not answer the level request with sealed sums")
             records[party] = reply.record
         row_nodes, row_sets = [], []
-        if self.bins_once:  # the enclave needs the rows of every node a party may have built
-            for node in nodes:
-                for candidate in (node, node_rows.sibling(node)):
-                    if candidate >= 0 and candidate in node_rows and candidate not in row_nodes:
-                        row_nodes.append(candidate)
-                        row_sets.append(node_rows.rows(candidate))
+        # the enclave needs the rows of every node a party may have built: to bin them
+        # (bins-once) or to check the index sets name exactly those rows
+        for node in nodes:
+            for candidate in (node, node_rows.sibling(node)):
+                if candidate >= 0 and candidate in node_rows and candidate not in row_nodes:
+                    row_nodes.append(candidate)
+                    row_sets.append(node_rows.rows(candidate))
         encoding, offsets, payload = encode_row_sets(row_sets, node_rows.n_rows)
         chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.OneTeeChooseIn(
             self._tree, np.array(nodes, dtype=np.int32), np.array([b.gain for b in own], dtype=np.float64),

@@ -34,8 +34,17 @@ __all__ = ["HistogramRequest", "ActiveScoring", "PassiveScoring", "check_histogr
 
 
 def check_histograms(hist: np.ndarray, nodes: list[int], node_rows: NodeRows,
-                     gradients: EncodedGradients, party: int) -> None:
-    """Every feature's bins must sum to the node's known (G, H, count)."""
+                     gradients: EncodedGradients, party: int, n_value_bins: np.ndarray | None = None) -> None:
+    """Every feature's bins must sum to the node's known (G, H, count), and bins the party
+    said a feature does not have (handshake) must be empty."""
+    if n_value_bins is not None:
+        width = hist.shape[2]
+        beyond = np.arange(width - 1)[None, :] >= n_value_bins[:, None]  # (features, value bins); last = missing
+        if np.any(hist[:, :, :-1, :][:, beyond]):
+            raise ProtocolError(f"histograms from party {party} fill bins beyond the bin counts it reported "
+                                "(out-of-range bins)")
+        if np.any(hist[..., 2] < 0):
+            raise ProtocolError(f"histograms from party {party} have negative row counts")
     for i, node in enumerate(nodes):
         rows = node_rows.rows(node)
         g_total, h_total = gradients.totals(rows)
@@ -78,6 +87,7 @@ class ActiveSplitting(SplitFinder, ABC):
         self.passive_bins = passive_bins  # party -> value bins per feature
         self.width = max_bin + 1
         self.announcements = Announcements()
+        self._records_seen: dict[int, set[int]] = {}  # party -> record ids it handed out
         self._tree = -1
         self._gradients: EncodedGradients | None = None
         self._node_rows: NodeRows | None = None
@@ -116,14 +126,26 @@ class ActiveSplitting(SplitFinder, ABC):
                 raise ProtocolError(f"party {party} did not return one record per split")
             parents = [self._node_rows.rows(splits[i].node_id) for i in idx]
             lefts = bits_to_subsets(parents, reply.left_bits, f"split reply of party {party}")
-            for i, record, left in zip(idx, reply.records, lefts):
-                results[i] = AppliedSplit(int(record), left)
+            seen = self._records_seen.setdefault(party, set())
+            for i, record, parent, left in zip(idx, reply.records, parents, lefts):
+                record = int(record)
+                if record < 0 or record in seen:
+                    raise ProtocolError(f"party {party} returned split record id {record}, which is "
+                                        f"{'negative' if record < 0 else 'already in use'}")
+                if not 0 < left.size < parent.size:
+                    raise ProtocolError(f"party {party} split node {splits[i].node_id} into an empty child")
+                self._check_left(party, splits[i], left)
+                seen.add(record)
+                results[i] = AppliedSplit(record, left)
         ordered = [results[i] for i in range(len(splits))]
         for split, (left_id, right_id), result in zip(splits, children, ordered):
             self.announcements.add(split.party, split.node_id, left_id, right_id,
                                    self._node_rows.rows(split.node_id), result.left_rows)
         return ordered
 
+
+    def _check_left(self, party: int, split: SplitInfo, left: np.ndarray) -> None:
+        """Protocols that saw the winner's histogram check its partition against it."""
 
     def _split_request(self, party: int, splits: list[SplitInfo], children: list[tuple[int, int]]) -> Any:
         """How this protocol names the splits a passive party won."""
@@ -149,8 +171,22 @@ class ActiveScoring(ActiveSplitting, ABC):
     def expected_shape(self, party: int, n_nodes: int) -> tuple[int, ...]:
         return (n_nodes, self.passive_bins[party].size, self.width, CHANNELS)
 
+    def _check_left(self, party: int, split: SplitInfo, left: np.ndarray) -> None:
+        """The left rows a winner reports must have the (G, H, count) its own histogram
+        promised for that split: a party cannot partition differently from what it scored."""
+        nodes, hist = self._level_histograms[party]
+        column = hist[nodes.index(split.node_id), split.feature]  # (width, 3)
+        expected = column[:split.bin + 1].sum(axis=0)
+        if split.default_left:
+            expected = expected + column[-1]
+        g, h = self._gradients.totals(left)
+        if (int(expected[0]), int(expected[1]), int(expected[2])) != (int(g), int(h), left.size):
+            raise ProtocolError(f"party {party} partitioned node {split.node_id} differently from the split its "
+                                "histogram scored")
+
     def find_splits(self, nodes, node_rows):
         self._node_rows = node_rows
+        self._level_histograms: dict[int, tuple[list[int], np.ndarray]] = {}
         requests = {
             party: HistogramRequest(self._tree, np.array(nodes, dtype=np.int32),
                                     **self.announcements.for_party(party))
@@ -169,7 +205,8 @@ class ActiveScoring(ActiveSplitting, ABC):
             if hist.shape != self.expected_shape(party, len(nodes)):
                 raise ProtocolError(f"party {party} sent histograms of shape {hist.shape}, "
                                     f"expected {self.expected_shape(party, len(nodes))}")
-            check_histograms(hist, nodes, node_rows, self._gradients, party)
+            check_histograms(hist, nodes, node_rows, self._gradients, party, self.passive_bins[party])
+            self._level_histograms[party] = (nodes, hist)
             if self.channel.transcript is not None:
                 self.channel.transcript.note(HistogramNote(self._tree, party, np.array(nodes, dtype=np.int32), hist))
             for i, best in enumerate(best_splits(hist, self.passive_bins[party], self.codec, self.criteria)):

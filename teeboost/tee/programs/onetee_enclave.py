@@ -56,8 +56,13 @@ def ecall_bins_once(rt, payload):
     """A passive party's bin assignments (BinsOnce, sealed by that party)."""
     party = int.from_bytes(payload[:4], "big")
     msg = _expect(rt.state["channels"][party].open(payload[4:]), m.BinsOnce)
-    if msg.binned.size and msg.binned.max() > rt.state["max_bin"]:
-        raise ProtocolError(f"party {party} sent bins above max_bin")
+    reported = rt.state.get("reported_bins", {}).get(party)
+    if reported is None or not np.array_equal(msg.n_value_bins, reported) or msg.binned.shape[0] != reported.size:
+        raise ProtocolError(f"party {party} sent bin assignments for other features than its handshake reported")
+    for f, n_bins in enumerate(reported):  # a value bin beyond the feature's count, or past max_bin
+        column = msg.binned[f]
+        if column.size and column.max() > rt.state["max_bin"] or np.any((column >= n_bins) & (column != rt.state["max_bin"])):
+            raise ProtocolError(f"party {party} sent out-of-range bins for feature {f}")
     rt.state["bins"][party] = np.ascontiguousarray(msg.binned)
     rt.state["n_value_bins"][party] = msg.n_value_bins.copy()
     return b""
@@ -108,8 +113,9 @@ def ecall_mask(rt, payload):
     return serde.encode(m.MaskedGradientsIn(msg.g.view(np.uint64) + pads[0], msg.h.view(np.uint64) + pads[1]))
 
 
-def _unmask_index_sets(rt, party, msg, i, width):
-    """Built node i of ``msg``: (features, width, 3) exact sums from sums and index sets."""
+def _unmask_index_sets(rt, party, msg, i, node_rows, width):
+    """Built node i of ``msg``: (features, width, 3) exact sums from sums and index sets,
+    which must name exactly the node's rows (no row of another node, none twice)."""
     n_features = msg.sums.shape[1]
     counts = msg.index_counts[i]
     per_feature = int(counts[0].sum())
@@ -126,6 +132,9 @@ def _unmask_index_sets(rt, party, msg, i, width):
         if reference is None:
             if ordered.size > 1 and np.any(np.diff(ordered) == 0):
                 raise ProtocolError(f"party {party}: index sets repeat rows")
+            if not np.array_equal(ordered, np.sort(node_rows)):
+                raise ProtocolError(f"party {party}: index sets of node {msg.built[i]} name rows that are not "
+                                    "the node's rows")
             reference = ordered
         elif not np.array_equal(ordered, reference):
             raise ProtocolError(f"party {party}: index sets of node {msg.built[i]} differ between features")
@@ -139,6 +148,9 @@ def _unmask_index_sets(rt, party, msg, i, width):
 
 def _unmask_with_bins(rt, party, msg, i, rows, width):
     binned = rt.state["bins"][party]
+    if binned.shape[1] != rt.state["sampled"].size:
+        raise ProtocolError(f"party {party} sent bin assignments for {binned.shape[1]} rows, "
+                            f"training has {rt.state['sampled'].size}")
     out = np.zeros((binned.shape[0], width, 3), dtype=np.int64)
     for f in range(binned.shape[0]):
         bins = binned[f, rows].astype(np.intp)
@@ -176,12 +188,12 @@ def ecall_choose(rt, payload):
         cache = rt.state["cache"].setdefault(party, {})
         computed = {}
         for i, node in enumerate(int(n) for n in sums.built):
+            if node not in node_rows:
+                raise ProtocolError(f"party {party} built node {node}, which is not in this level")
             if party in rt.state["bins"]:
-                if node not in node_rows:
-                    raise ProtocolError(f"party {party} built node {node}, which is not in this level")
                 computed[node] = _unmask_with_bins(rt, party, sums, i, node_rows[node], width)
             else:
-                computed[node] = _unmask_index_sets(rt, party, sums, i, width)
+                computed[node] = _unmask_index_sets(rt, party, sums, i, node_rows[node], width)
         for node, parent, sibling in sums.derived.tolist():
             if parent not in cache or sibling not in computed:
                 raise ProtocolError(f"party {party} derived node {node} from histograms the enclave lacks")
