@@ -34,20 +34,46 @@ def read_csv(path: str | Path, *, id_column: str | None = None) -> pd.DataFrame:
 
 
 def _numeric_column(column: pd.Series, source: str) -> np.ndarray:
-    """Column -> float64; names the first value that is not a number."""
+    """Column -> float64; names the first value that is not a number. Infinities are
+    refused (they are almost always a division by zero upstream); finite values of any
+    magnitude are fine, since bins are ranks and thresholds are data values."""
     if pd.api.types.is_bool_dtype(column):
         return column.to_numpy(dtype=np.float64)
     if pd.api.types.is_numeric_dtype(column):
-        return column.to_numpy(dtype=np.float64, na_value=np.nan)
-    converted = pd.to_numeric(column, errors="coerce")
-    bad = converted.isna() & column.notna()
-    if bad.any():
-        position = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataError(
-            f"{source}: column {column.name!r} has non-numeric value "
-            f"{column.iloc[position]!r} in data row {position + 1}"
-        )
-    return converted.to_numpy(dtype=np.float64, na_value=np.nan)
+        values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+    else:
+        converted = pd.to_numeric(column, errors="coerce")
+        bad = converted.isna() & column.notna()
+        if bad.any():
+            position = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(
+                f"{source}: column {column.name!r} has non-numeric value "
+                f"{column.iloc[position]!r} in data row {position + 1}"
+            )
+        values = converted.to_numpy(dtype=np.float64, na_value=np.nan)
+    infinite = np.isinf(values)
+    if infinite.any():
+        position = int(np.flatnonzero(infinite)[0])
+        raise DataError(f"{source}: column {column.name!r} has infinite value {values[position]} in data row "
+                        f"{position + 1} (leave the cell empty if the value is missing)")
+    return values
+
+
+def _same_number_hint(mine: np.ndarray, theirs: np.ndarray) -> str:
+    """Ids are text; say so when two parties wrote the same number differently ('7', '007', '7.0')."""
+    def as_number(text):
+        try:
+            return float(text)
+        except ValueError:
+            return None
+
+    numbers = {as_number(t): t for t in theirs[:10_000]}
+    for text in mine[:10_000]:
+        number = as_number(text)
+        if number is not None and number in numbers:
+            return (f"; ids are compared as text, and {str(text)!r} here and {str(numbers[number])!r} at the active party "
+                    "are the same number written differently: write ids the same way in every party's file")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -245,6 +271,7 @@ def align_parties(active: PartyData, passives: list[PartyData]) -> list[PartyDat
                 f"{party.source}: ids do not match the active party's: {unknown_here.size} active id(s) "
                 f"missing here and {extra_here.size} id(s) here unknown to the active party "
                 f"(e.g. {', '.join(repr(e) for e in examples)})"
+                + _same_number_hint(extra_here, unknown_here)
             )
         aligned.append(party.take(position))
     return aligned

@@ -115,3 +115,83 @@ def test_bad_parameter_names_field_and_value(tmp_path, capsys, table):
     _, path = table
     err = run(tmp_path, capsys, *joined_args(path), "--max-depth", "0")
     assert "max_depth=0 must be >= 1" in err
+
+
+def per_party_files(tmp_path, frame, edit_passive=None):
+    active, passive = tmp_path / "bank.csv", tmp_path / "telco.csv"
+    frame.drop(columns=["age", "MonthlyIncome"]).to_csv(active, index=False)
+    other = frame[["id", "age", "MonthlyIncome"]].copy()
+    if edit_passive is not None:
+        other = edit_passive(other)
+    other.to_csv(passive, index=False)
+    return ["--active-data", str(active), "--passive-data", str(passive), "--label", "SeriousDlqin2yrs",
+            "--id", "id"], passive
+
+
+def test_ids_written_as_different_types(tmp_path, capsys, table):
+    frame, _ = table
+
+    def zero_padded(other):
+        other["id"] = [f"{int(i):06d}" for i in other["id"]]
+        return other
+
+    args, passive = per_party_files(tmp_path, frame, zero_padded)
+    err = run(tmp_path, capsys, *args)
+    assert str(passive) in err and "compared as text" in err and "'000001'" in err and "'1'" in err
+
+
+def test_infinite_value(tmp_path, capsys, table):
+    frame, path = table
+    frame.loc[9, "MonthlyIncome"] = float("inf")
+    frame.to_csv(path, index=False)
+    err = run(tmp_path, capsys, *joined_args(path))
+    assert "'MonthlyIncome'" in err and "infinite value inf" in err and "row 10" in err
+
+
+def test_all_missing_column(tmp_path, capsys, table):
+    frame, path = table
+    frame["MonthlyIncome"] = float("nan")
+    frame.to_csv(path, index=False)
+    err = run(tmp_path, capsys, *joined_args(path))
+    assert "'MonthlyIncome' is empty (every value is missing)" in err
+
+
+def test_more_bins_than_the_bin_type_holds(tmp_path, capsys, table):
+    _, path = table
+    err = run(tmp_path, capsys, *joined_args(path), "--max-bin", "65536")
+    assert "max_bin=65536 must be <= 65535" in err
+
+
+def test_empty_id_cell(tmp_path, capsys, table):
+    frame, path = table
+    frame["id"] = frame["id"].astype(object)
+    frame.loc[3, "id"] = None
+    frame.to_csv(path, index=False)
+    err = run(tmp_path, capsys, *joined_args(path))
+    assert "id column 'id' is empty in data row 4" in err
+
+
+def test_negative_learning_rate(tmp_path, capsys, table):
+    _, path = table
+    err = run(tmp_path, capsys, *joined_args(path), "--learning-rate", "-0.1")
+    assert "learning_rate" in err and "-0.1" in err
+
+
+def test_resume_without_a_checkpoint(tmp_path, capsys, table):
+    _, path = table
+    err = run(tmp_path, capsys, *joined_args(path), "--resume")
+    assert "no checkpoint to resume from" in err
+
+
+def test_huge_finite_values_are_binned_by_rank(tmp_path, capsys, table):
+    """Documented behaviour: any finite magnitude trains (bins are ranks, thresholds are data values)."""
+    frame, path = table
+    frame.loc[:20, "MonthlyIncome"] = 1e308
+    frame.loc[21:40, "MonthlyIncome"] = -1e308
+    frame.to_csv(path, index=False)
+    code = main(["train", *joined_args(path), "--model-dir", str(tmp_path / "model"), "--n-trees", "3", "--json"])
+    assert code == 0, capsys.readouterr().err
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert 0.0 <= report["value"] <= 1.0

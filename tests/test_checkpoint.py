@@ -166,3 +166,42 @@ def test_tampered_sealed_enclave_state_is_refused(tmp_path, small_credit):
     saved.save(path)
     with pytest.raises(IntegrityError):
         train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_cli_train_killed_and_resumed(tmp_path):
+    """``teeboost train`` killed with SIGKILL mid-run; ``--resume`` writes the uninterrupted model."""
+    import subprocess
+    import sys
+    import time
+
+    args = ["--protocol", "ntee", "--n-trees", "10", "--max-depth", "3", "--subsample", "0.8"]
+
+    def command(model_dir, *extra):
+        return [sys.executable, "-m", "teeboost.cli", "train", *args, "--model-dir", str(model_dir),
+                "--transcript", str(model_dir / "run.tbt"), "--json", *extra]
+
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "resumed").mkdir()
+    done = subprocess.run(command(tmp_path / "reference"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    checkpoint = active_checkpoint_file(tmp_path / "resumed" / "checkpoint")
+    process = subprocess.Popen(command(tmp_path / "resumed"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while True:
+        assert process.poll() is None and time.monotonic() < deadline, "training ended before it could be killed"
+        try:
+            if ActiveCheckpoint.load(checkpoint, 10).n_trees >= 3:
+                break
+        except CheckpointError:
+            time.sleep(0.02)
+    process.kill()
+    process.wait()
+    assert not (tmp_path / "resumed" / "active.json").exists()
+    resumed = subprocess.run(command(tmp_path / "resumed", "--resume"), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    for name in ("active.json", "passive-1.json"):
+        assert (tmp_path / "resumed" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
+    notes = [[type(r.message).__name__ for r in read_transcript(tmp_path / d / "run.tbt") if r.kind_name == "note"]
+             for d in ("reference", "resumed")]
+    assert notes[0] == notes[1]
+    assert not (tmp_path / "resumed" / "checkpoint").exists()

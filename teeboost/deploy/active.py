@@ -88,6 +88,9 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
     psi = {"seconds": round(time.perf_counter() - started, 3), "active_ids": int(data.n_rows),
            "passive_ids": {str(k): v for k, v in sizes.items()}, "intersection": int(rows.size),
            "bytes": channel.traffic.total}
+    if rows.size < 2:
+        raise DataError(f"{config.data}: the parties share {rows.size} id(s) in column {config.id_column!r}; ids "
+                        "are compared as text, so '7', '007' and '7.0' differ: write ids the same way everywhere")
     aligned = data.take(rows)
     params = config.params
     train, test = train_test_rows(aligned.n_rows, config.test_size, params.random_state)
