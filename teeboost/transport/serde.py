@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import struct
 import typing
 from typing import Any
@@ -130,8 +131,8 @@ def decode(frame: bytes | memoryview, *, allowed: set[str] | None = None) -> Any
     try:
         header = json.loads(bytes(view[_HEADER.size:_HEADER.size + header_len]))
         type_name, scalars, arrays = header["t"], header["s"], header["a"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProtocolError(f"malformed frame header: {exc}") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: absurd nesting
+        raise ProtocolError(f"malformed frame header: {type(exc).__name__}") from None
     cls = _REGISTRY.get(type_name) if isinstance(type_name, str) else None
     if cls is None or (allowed is not None and type_name not in allowed):
         raise ProtocolError(f"unexpected message type {type_name!r}")
@@ -165,7 +166,7 @@ def decode(frame: bytes | memoryview, *, allowed: set[str] | None = None) -> Any
         if not (isinstance(shape, list) and len(shape) == ndim
                 and all(isinstance(d, int) and d >= 0 for d in shape)):
             raise ProtocolError(f"{type_name}.{name}: expected a {ndim}-D array")
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)  # exact: a product that overflows int64 must not wrap to a match
         if count * dtype.itemsize != nbytes:
             raise ProtocolError(f"{type_name}.{name}: shape {shape} does not match {nbytes} bytes")
         values[name] = np.frombuffer(raw, dtype=dtype).reshape(shape)
