@@ -19,6 +19,18 @@ CORPUS = corpus()
 
 
 def test_corpus_has_a_seed_for_every_message_type():
+    import subprocess
+    import sys
+
+    # every module defining messages, found from the source (not from what happens to be imported)
+    root = __import__("pathlib").Path(serde.__file__).resolve().parents[1]
+    defining = sorted(str(p.relative_to(root.parent)).replace("/", ".")[:-3] for p in root.rglob("*.py")
+                      if "@message" in p.read_text() or "@serde.message" in p.read_text())
+    script = "import " + ", ".join(defining) + "; from teeboost.transport.serde import message_types; " \
+             "print(len(message_types()))"
+    everything = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert len(message_types()) == everything, "tests/fuzz/harness.py must import every module defining messages"
     assert {f"seed-{name}.bin" for name in message_types()} <= set(CORPUS)
     for name, frame in seed_frames().items():
         assert CORPUS[f"seed-{name}.bin"] == frame, f"re-run python -m tests.fuzz --write-seeds ({name} changed)"

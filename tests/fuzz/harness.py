@@ -14,7 +14,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import teeboost.deploy.messages  # noqa: F401  (registers every message type)
+import teeboost.deploy.messages  # noqa: F401  (every module that registers message types)
+import teeboost.parties.psi  # noqa: F401
 import teeboost.protocols.registry  # noqa: F401
 from teeboost.errors import ProtocolError
 from teeboost.parties.messages import RouteRequest
