@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,8 +20,6 @@ from pathlib import Path
 from teeboost.checkpoint import active_checkpoint_file, passive_checkpoint_file
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.federation import train_local
-
-import sys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from protocols import resample  # noqa: E402

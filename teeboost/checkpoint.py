@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import tempfile
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +25,7 @@ from .core.boosting import BoostState, TreeProgress
 from .core.model import Ensemble
 from .core.tree import OwnerTable
 from .errors import CheckpointError, ModelFileError
+from .model_files import write_atomically
 
 __all__ = ["ActiveCheckpoint", "PassiveCheckpoint", "run_digest", "active_checkpoint_file",
            "passive_checkpoint_file", "platform_key_file", "remove_checkpoint", "remove_checkpoints"]
@@ -78,19 +77,9 @@ def remove_checkpoints(directory: str | Path, n_passive: int) -> None:
 
 
 def _write(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     np.savez(buffer, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(buffer.getvalue())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, buffer.getvalue())
 
 
 def _read(path: Path, role: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

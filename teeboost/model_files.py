@@ -51,18 +51,24 @@ def passive_file(index: int) -> str:
     return f"passive-{index}.json"
 
 
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write to a temporary name in the same directory, fsync, rename: readers (and a
+    resumed run) see the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=1)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    write_atomically(path, json.dumps(payload, indent=1).encode("utf-8"))
 
 
 def active_payload(model: ActiveModel) -> dict[str, Any]:
