@@ -6,7 +6,6 @@ MemoryError, a hang) is a bug. The seed corpus is one valid frame per message ty
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -132,7 +131,3 @@ def mutate(data: bytes, rng: np.random.Generator, others: list[bytes]) -> bytes:
         elif choice == 8:  # deep nesting inside the header
             buf[position:position] = b"[" * int(rng.integers(1, 100_000))
     return bytes(buf)
-
-
-def field_names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
