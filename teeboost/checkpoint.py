@@ -28,7 +28,7 @@ from .errors import CheckpointError, ModelFileError
 from .model_files import write_atomically
 
 __all__ = ["ActiveCheckpoint", "PassiveCheckpoint", "run_digest", "active_checkpoint_file",
-           "passive_checkpoint_file", "platform_key_file", "remove_checkpoint", "remove_checkpoints"]
+           "passive_checkpoint_file", "platform_key_file", "identity_key_file", "remove_checkpoint", "remove_checkpoints"]
 
 FORMAT = "teeboost-checkpoint"
 VERSION = 1
@@ -57,6 +57,11 @@ def platform_key_file(directory: str | Path, index: int) -> Path:
     return Path(directory) / f"platform-{index}.key"
 
 
+def identity_key_file(directory: str | Path, index: int) -> Path:
+    """... and each party's identity key (the run's pinned identities must not change)."""
+    return Path(directory) / f"identity-{index}.key"
+
+
 def remove_checkpoint(path: Path) -> None:
     """Once the final model files are written the checkpoint has done its job."""
     path.unlink(missing_ok=True)
@@ -70,6 +75,7 @@ def remove_checkpoints(directory: str | Path, n_passive: int) -> None:
         remove_checkpoint(passive_checkpoint_file(directory, index))
     for index in range(n_passive + 1):
         remove_checkpoint(platform_key_file(directory, index))
+        remove_checkpoint(identity_key_file(directory, index))
     try:
         directory.rmdir()
     except OSError:

@@ -120,6 +120,7 @@ class ProtocolOptions:
     crypto_workers: int | None = None  # processes for big-integer work (None: one per core)
     aes_bits: int = 128  # AES-GCM key size of attested enclave channels (128 as in the paper, or 256)
     onetee_bins_once: bool = False  # 1-TEE: send bin assignments once instead of index sets per node
+    allow_simulated_tee: bool = False  # accept simulated enclaves and quotes (no hardware protection)
 
     def __post_init__(self) -> None:
         if self.scheme not in ("paillier", "ou"):

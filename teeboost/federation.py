@@ -7,7 +7,9 @@ messages, exactly as it would across hosts; only the transport differs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .checkpoint import (ActiveCheckpoint, active_checkpoint_file, passive_checkpoint_file, platform_key_file,
-                         run_digest)
+from .checkpoint import (ActiveCheckpoint, active_checkpoint_file, identity_key_file, passive_checkpoint_file,
+                         platform_key_file, run_digest)
 from .config import BoostParams, ProtocolOptions
 from .core.binning import fit_bins
 from .core.boosting import Booster, BoostState, TreeProgress, Validation
@@ -24,13 +26,14 @@ from .core.columns import PartyColumns
 from .core.loss import make_objective
 from .core.split import SplitCriteria
 from .data import PartyData, align_parties
-from .errors import CheckpointError, DataError
+from .errors import CheckpointError, ConfigError, DataError
 from .labels import encode_labels, encode_with_classes
 from .model_files import ActiveModel, PassiveModel, load_model_dir, save_models
 from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
 from .parties.messages import ResumeFrom, RunNote, SaveCheckpoint
 from .parties.passive import PassiveParty
-from .protocols.enclaves import ProtocolEnv
+from .protocols.enclaves import SIMULATED_HINT, ProtocolEnv
+from .tee.identity import PartyIdentity
 from .protocols.registry import get_protocol
 from .tee.simulated import SimulatedPlatform
 from .transport.base import Channel
@@ -120,13 +123,18 @@ def _environments(uses_enclaves: bool, options: ProtocolOptions, n_passive: int,
     platform, as on hardware."""
     if not uses_enclaves:
         return [ProtocolEnv(options) for _ in range(n_passive + 1)]
+    if not options.allow_simulated_tee:
+        raise ConfigError(SIMULATED_HINT)
     if checkpoint_dir is None:
         platforms = [SimulatedPlatform.create() for _ in range(n_passive + 1)]
+        identities = [PartyIdentity.generate() for _ in range(n_passive + 1)]
     else:
         platforms = [SimulatedPlatform.load_or_create(platform_key_file(checkpoint_dir, i))
                      for i in range(n_passive + 1)]
+        identities = [PartyIdentity.load_or_create(identity_key_file(checkpoint_dir, i)) for i in range(n_passive + 1)]
     roots = tuple(p.attestation_root for p in platforms)
-    return [ProtocolEnv(options, platform, roots) for platform in platforms]
+    keys = tuple(identity.public_key for identity in identities)
+    return [ProtocolEnv(options, platform, roots, identity, keys) for platform, identity in zip(platforms, identities)]
 
 
 def _columns(party: PartyData, params: BoostParams) -> PartyColumns:
@@ -158,19 +166,21 @@ def train_active(
     valid_y = encode_with_classes(validation[0], classes) if validation is not None else None
     started = time.perf_counter()
     active_columns = _columns(active, params)
-    run_id = run_digest({"protocol": protocol, "params": params.to_dict(), "objective": objective_name,
+    digest = run_digest({"protocol": protocol, "params": params.to_dict(), "objective": objective_name,
                          "classes": classes, "parties": party_names, "features": list(active.feature_names),
                          "validation": None if validation is None else validation[0].n_rows},
                         y, active.features)
+    run_id = f"{digest}.{secrets.token_hex(8)}"  # fresh per run: sealed state of another run never opens
     checkpoint_path = None if checkpoint_dir is None else active_checkpoint_file(checkpoint_dir)
     saved = None
     if resume:
         if checkpoint_path is None:
             raise CheckpointError("--resume needs the checkpoint directory of the interrupted run")
         saved = ActiveCheckpoint.load(checkpoint_path, len(active.feature_names))
-        if saved.run_id != run_id:
+        if saved.run_id.partition(".")[0] != digest:
             raise CheckpointError(f"{checkpoint_path} belongs to another run (data, parameters, parties or "
                                   "protocol changed); train without --resume to start afresh")
+        run_id = saved.run_id
         active_columns.owner = saved.owner
     writer = None
     if transcript is not None:
@@ -199,7 +209,7 @@ def train_active(
             channel.request_all({p: ResumeFrom(run_id, saved.n_trees) for p in channel.parties})
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
         finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins,
-                                  params, env)
+                                  params, dataclasses.replace(env, run_id=run_id))
         if writer is not None:
             finder = NotingFinder(finder, writer, objective.n_outputs)
         if saved is not None and saved.sealed_enclave is not None:
@@ -243,7 +253,8 @@ def train_active(
     run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress,
                       {k: round(v, 4) for k, v in phases.items()})
     if spec.uses_enclaves:
-        run.enclaves = "simulated backend (separate processes, no hardware isolation)"
+        run.enclaves = ("simulated backend (separate processes, no hardware isolation; simulated quotes accepted "
+                        "because allow_simulated_tee is set)")
     return model, run
 
 

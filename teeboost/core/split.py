@@ -11,13 +11,17 @@ parties to the lower party index, so a vertical run and a central run on the sam
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import BoostParams
 from .gradients import GradientCodec
 
-__all__ = ["SplitCriteria", "SplitInfo", "NodeBest", "best_splits", "pick_global_best", "GAIN_EPSILON"]
+if TYPE_CHECKING:  # enclaves measure this module; they must not load the configuration code
+    from ..config import BoostParams
+
+__all__ = ["SplitCriteria", "SplitInfo", "NodeBest", "best_splits", "pick_global_best", "split_gains", "left_sums",
+           "GAIN_EPSILON"]
 
 #: Splits must improve the objective by more than this (XGBoost's kRtEps).
 GAIN_EPSILON = 1e-6
@@ -89,20 +93,10 @@ def best_splits(
     total = left_cum[:, :, -1, :] + missing  # (nodes, features, 3)
     # direction 0: missing goes right; direction 1: missing goes left
     left = np.stack([left_cum, left_cum + missing[:, :, None, :]], axis=3)  # (n, f, b, 2, 3)
-    right = total[:, :, None, None, :] - left
-
-    gl, hl, nl = codec.decode(left[..., 0]), codec.decode(left[..., 1]), left[..., 2]
-    gr, hr, nr = codec.decode(right[..., 0]), codec.decode(right[..., 1]), right[..., 2]
-    gt, ht = codec.decode(total[..., 0]), codec.decode(total[..., 1])
-    parent = criteria.score(gt, ht)[:, :, None, None]
-    gain = criteria.score(gl, hl) + criteria.score(gr, hr) - parent
 
     bin_index = np.arange(width - 1)[None, None, :, None]
-    valid = bin_index < (np.asarray(n_value_bins)[None, :, None, None] - 1)
-    valid = valid & (hl >= criteria.min_child_weight) & (hr >= criteria.min_child_weight)
-    valid &= (nl >= criteria.min_samples_leaf) & (nr >= criteria.min_samples_leaf)
-    valid &= gain > max(criteria.min_split_gain, GAIN_EPSILON)
-    gain = np.where(valid, gain, -np.inf)
+    in_range = bin_index < (np.asarray(n_value_bins)[None, :, None, None] - 1)
+    gain = split_gains(left, total[:, :, None, None, :], codec, criteria, in_range)
 
     flat = gain.reshape(n_nodes, -1)
     winners = np.argmax(flat, axis=1)
@@ -116,6 +110,29 @@ def best_splits(
         else:
             result.append(NodeBest(best, feature, bin_, bool(direction)))
     return result
+
+
+def split_gains(left: np.ndarray, total: np.ndarray, codec: GradientCodec, criteria: SplitCriteria,
+                valid: np.ndarray | bool = True) -> np.ndarray:
+    """Gain of splits given exact int64 left sums (..., 3) and node totals (..., 3) of
+    (g, h, count); -inf where a split breaks a criterion. The one gain formula: enclaves
+    re-deriving a host's claimed gain call it too, so they agree to the last bit."""
+    right = total - left
+    gl, hl, nl = codec.decode(left[..., 0]), codec.decode(left[..., 1]), left[..., 2]
+    gr, hr, nr = codec.decode(right[..., 0]), codec.decode(right[..., 1]), right[..., 2]
+    gt, ht = codec.decode(total[..., 0]), codec.decode(total[..., 1])
+    gain = criteria.score(gl, hl) + criteria.score(gr, hr) - criteria.score(gt, ht)
+    valid = valid & (hl >= criteria.min_child_weight) & (hr >= criteria.min_child_weight)
+    valid &= (nl >= criteria.min_samples_leaf) & (nr >= criteria.min_samples_leaf)
+    valid &= gain > max(criteria.min_split_gain, GAIN_EPSILON)
+    return np.where(valid, gain, -np.inf)
+
+
+def left_sums(column: np.ndarray, bin_: int, default_left: bool) -> np.ndarray:
+    """(g, h, count) int64 sums of the rows a split sends left, from one feature's
+    (width, 3) histogram whose last bin holds missing values."""
+    left = column[:bin_ + 1].sum(axis=0)
+    return left + column[-1] if default_left else left
 
 
 def pick_global_best(candidates: list[tuple[int, NodeBest]]) -> tuple[int, NodeBest] | None:

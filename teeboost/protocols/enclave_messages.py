@@ -3,6 +3,7 @@ channel records. They are trusted code: their module source is part of the measu
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +13,7 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "EnclaveInit", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
+    "EnclaveInit", "run_context", "RunContextInfo", "PartyMeta", "LevelIn", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
     "Chosen", "ApplyIn", "Applied", "TreeGradients", "Candidates",
     "pack_records", "unpack_records",
 ]
@@ -21,6 +22,10 @@ __all__ = [
 @message
 @dataclass(frozen=True)
 class EnclaveInit:
+    """Host -> its enclave, once: the run it serves. The run fields (protocol, run id, bins,
+    channel key size, every party's identity key by index) form the run context that quotes
+    bind and sealing keys are tied to, so peers see exactly what the enclave was told."""
+
     role: str  # "active" or "passive"
     party: int
     reg_lambda: float
@@ -28,6 +33,44 @@ class EnclaveInit:
     min_samples_leaf: int
     min_split_gain: float
     max_bin: int
+    protocol: str
+    run_id: str
+    party_keys: np.ndarray = array_field("uint8", 2)  # (parties, 32) Ed25519 public keys by party index
+
+
+def run_context(protocol: str, run_id: str, max_bin: int, aes_bits: int, party_keys: np.ndarray) -> bytes:
+    """SHA-256 of the attested run parameters: what a quote's report data binds besides the
+    channel key, and the context every sealed blob of the run is bound to."""
+    keys = np.ascontiguousarray(party_keys, dtype=np.uint8)
+    if keys.ndim != 2 or keys.shape[1] != 32 or keys.shape[0] < 2:
+        raise ProtocolError("party identity keys must be 32 bytes each, one per party (at least two)")
+    digest = hashlib.sha256(b"teeboost-run-context-v1")
+    for part in (protocol.encode(), run_id.encode(), str(max_bin).encode(), str(aes_bits).encode(), keys.tobytes()):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.digest()
+
+
+@message
+@dataclass(frozen=True)
+class RunContextInfo:
+    """Active -> passive (1-TEE), in the clear: the run parameters the enclave was initialised
+    with, so the passive party can check them and recompute the context its quote binds."""
+
+    protocol: str
+    run_id: str
+    max_bin: int
+    aes_bits: int
+    party_keys: np.ndarray = array_field("uint8", 2)
+
+
+@message
+@dataclass(frozen=True)
+class PartyMeta:
+    """Inside the first record of a passive party's channel (1-TEE): the bin count of each of
+    its features, from the party itself (never from the active host)."""
+
+    n_rows: int
+    n_value_bins: np.ndarray = array_field("int64", 1)
 
 
 @message
@@ -88,17 +131,36 @@ class Candidates:
     tree: int
     gains: np.ndarray = array_field("float64", 1)
     handles: np.ndarray = array_field("uint64", 1)
+    left_sums: np.ndarray = array_field("int64", 2)  # (nodes, 3): what the split sends left
 
 
 @message
 @dataclass(frozen=True)
 class CandidatesIn:
-    """Host -> active enclave: its own best per node, and the passive parties' records."""
+    """Host -> active enclave: its own best split per node as the (g, h, count) sums it sends
+    left (valid False: none), from which the enclave computes the gain itself; and the
+    passive parties' sealed records."""
 
     tree: int
     nodes: np.ndarray = array_field("int32", 1)
-    own_gains: np.ndarray = array_field("float64", 1)
+    own_valid: np.ndarray = array_field("bool", 1)
+    own_left: np.ndarray = array_field("int64", 2)  # (nodes, 3)
     records: np.ndarray = array_field("uint8", 1)  # a SealedRecords frame
+
+
+@message
+@dataclass(frozen=True)
+class LevelIn:
+    """Host -> active enclave: last level's partitions (left sets as bitmasks over the parent
+    rows, in the order the enclave chose the splits) and this level's nodes. The enclave
+    checks them against the splits it chose and builds every party's request itself."""
+
+    tree: int
+    nodes: np.ndarray = array_field("int32", 1)
+    split_nodes: np.ndarray = array_field("int32", 1)
+    split_lefts: np.ndarray = array_field("int32", 1)
+    split_rights: np.ndarray = array_field("int32", 1)
+    split_bits: np.ndarray = array_field("uint8", 1)
 
 
 @message
@@ -171,16 +233,17 @@ class BinsOnce:
 @message
 @dataclass(frozen=True)
 class OneTeeChooseIn:
-    """Host -> active enclave: own best per node, passive records, and node rows (needed
-    only for parties whose bins the enclave holds)."""
+    """Host -> active enclave: last level's partitions and this level's nodes (as in
+    ``LevelIn``), its own best split per node as left sums, and the passive records."""
 
     tree: int
     nodes: np.ndarray = array_field("int32", 1)
-    own_gains: np.ndarray = array_field("float64", 1)
-    row_nodes: np.ndarray = array_field("int32", 1)
-    row_encoding: np.ndarray = array_field("uint8", 1)
-    row_offsets: np.ndarray = array_field("int64", 1)
-    row_payload: np.ndarray = array_field("uint8", 1)
+    split_nodes: np.ndarray = array_field("int32", 1)
+    split_lefts: np.ndarray = array_field("int32", 1)
+    split_rights: np.ndarray = array_field("int32", 1)
+    split_bits: np.ndarray = array_field("uint8", 1)
+    own_valid: np.ndarray = array_field("bool", 1)
+    own_left: np.ndarray = array_field("int64", 2)
     records: np.ndarray = array_field("uint8", 1)  # a SealedRecords frame
 
 

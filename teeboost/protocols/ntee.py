@@ -1,14 +1,16 @@
 """N-TEE (seed paper): an enclave at every party; the active host never sees a passive score.
 
-Setup: each party's host starts its enclave (all run the same measured program); the active
-enclave and every passive enclave attest each other and derive an AES-GCM channel, hosts only
-relaying bytes. Per tree the active enclave seals compact exact gradients into each channel.
-Per level it seals the node list and last level's left sets; each passive enclave finds its
-best split and returns a score with an opaque handle; the active enclave compares them with
-its own party's best and tells its host only the winner, the handle and the winning gain.
+Setup: each party's host starts its enclave (all run the same measured program) and gives it
+the run's parameters and every party's identity key once; the active enclave and every
+passive enclave attest each other (quotes bind the run context) and derive an AES-GCM
+channel, hosts relaying bytes and signing the handshake with their party identity key.
+Per tree the active enclave builds and seals the compact exact gradients for each channel.
+Per level it checks last level's partitions against the splits it chose and seals each
+party's node list and left sets; each passive enclave returns its best score with an opaque
+handle and the split's left sums; the active enclave computes its own party's gains from the
+host's left sums, compares, and tells its host only the winner, the handle and the gain.
 The winner's host asks its own enclave to resolve the handle, records the threshold and
-returns the left instance set. The active host's transcript thus holds no per-bin sums and
-no per-feature scores of passive parties: only sealed records, winners and left sets.
+returns the left instance set.
 """
 
 from __future__ import annotations
@@ -18,20 +20,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.split import SplitCriteria
+from ..core.split import SplitCriteria, best_splits, left_sums
 from ..core.tree import SplitRecord
 from ..errors import ProtocolError
 from ..parties.messages import Ack
+from ..tee.channel import party_statement
 from ..transport import serde
-from ..transport.serde import message
+from ..transport.serde import array_field, message
 from . import enclave_messages as em
-from .enclaves import ProtocolEnv, enclave_code
-from .intcodec import pack_ints
-from .partition import HistogramRequest, SplitReply, SplitRequest, encode_row_sets
+from .enclaves import ProtocolEnv, check_party_keys, enclave_code, init_message, run_context_of
+from .partition import SplitReply, SplitRequest
 from .scoring import ActiveSplitting, splits_from_winners
 
-__all__ = ["NteeActive", "NteePassive", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "SealedMessage",
-           "init_message"]
+__all__ = ["NteeActive", "NteePassive", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "EnclaveFinished",
+           "SealedMessage", "own_candidates"]
 
 PROGRAM = "ntee_enclave.py"
 
@@ -39,9 +41,12 @@ PROGRAM = "ntee_enclave.py"
 @message
 @dataclass(frozen=True)
 class EnclaveHello:
-    """Relayed attestation handshake, step 1 (from the active party's enclave)."""
+    """Relayed attestation handshake, step 1 (from the active party's enclave), with the run
+    every enclave must be initialised for."""
 
     hello: bytes
+    run_id: str
+    party_keys: np.ndarray = array_field("uint8", 2)
 
 
 @message
@@ -56,9 +61,20 @@ class EnclaveHelloReply:
 @message
 @dataclass(frozen=True)
 class EnclaveFinish:
-    """Step 3: the active enclave's quote and key share."""
+    """Step 3: the initiator's key share (and quote), its party's signature over the
+    handshake, and (1-TEE) the first record on the new channel."""
 
     final: bytes
+    signature: bytes
+    record: bytes
+
+
+@message
+@dataclass(frozen=True)
+class EnclaveFinished:
+    """Step 4 (N-TEE): the passive party's signature over the handshake."""
+
+    signature: bytes
 
 
 @message
@@ -71,9 +87,15 @@ class SealedMessage:
     record: bytes
 
 
-def init_message(role: str, party: int, criteria, max_bin: int) -> bytes:
-    return serde.encode(em.EnclaveInit(role, party, criteria.reg_lambda, criteria.min_child_weight,
-                                       criteria.min_samples_leaf, criteria.min_split_gain, max_bin))
+def own_candidates(columns, nodes, node_rows, codec, criteria):
+    """The active party's best split per node, and what it sends left: (bests, valid, left sums)."""
+    hist = columns.level_histograms(nodes, node_rows)
+    best = best_splits(hist, columns.bins.n_value_bins, codec, criteria)
+    left = np.zeros((len(nodes), 3), dtype=np.int64)
+    for i, b in enumerate(best):
+        if b.valid:
+            left[i] = left_sums(hist[i, b.feature], b.bin, b.default_left)
+    return best, np.array([b.valid for b in best], dtype=bool), left
 
 
 class NteeActive(ActiveSplitting):
@@ -81,46 +103,42 @@ class NteeActive(ActiveSplitting):
         super().__init__(channel, columns, criteria, passive_bins, max_bin)
         self.timer: dict[str, float] = {}
         started = time.perf_counter()
-        code = enclave_code(PROGRAM, env.trusted_roots, env.options.aes_bits)
+        identity = env.require_identity(0)
+        code = enclave_code(PROGRAM, env.trusted_roots, env.options)
         self.enclave = env.backend().load(code, label="active")
-        self.enclave.ecall("init", init_message("active", 0, criteria, max_bin))
+        self.enclave.ecall("init", init_message("ntee", "active", 0, criteria, max_bin, env, env.run_id))
+        keys = env.keys_array()
+        context = run_context_of(env, "ntee", env.run_id, max_bin)
         for party in self.channel.parties:
             hello = self.enclave.ecall("hello", party.to_bytes(4, "big"))
-            reply = self.channel.request(party, EnclaveHello(hello))
-            final = self.enclave.ecall("finish_initiator", party.to_bytes(4, "big") + reply.reply)
-            self.channel.request(party, EnclaveFinish(final))
+            reply = self.channel.request(party, EnclaveHello(hello, env.run_id, keys))
+            parts = em.unpack_records(self.enclave.ecall("finish_initiator", party.to_bytes(4, "big") + reply.reply))
+            signature = identity.sign(party_statement("initiator", 0, context, parts[1]))
+            finished = self.channel.request(party, EnclaveFinish(parts[0], signature, b""))
+            if not isinstance(finished, EnclaveFinished):
+                raise ProtocolError(f"party {party} did not sign the enclave handshake")
+            self.enclave.ecall("confirm", party.to_bytes(4, "big") + finished.signature)
         self.timer["enclave setup"] = time.perf_counter() - started
 
-    def _seal_for_all(self, frame: bytes | dict[int, bytes]) -> dict[int, bytes]:
-        frames = frame if isinstance(frame, dict) else {p: frame for p in self.channel.parties}
-        return em.unpack_records(self.enclave.ecall("seal_for", em.pack_records(frames)))
-
     def _send_gradients(self, tree_index, rows, gradients):
-        n_rows = gradients.g.size
-        width_g, g = pack_ints(gradients.g[rows])
-        width_h, h = pack_ints(gradients.h[rows])
-        encoding, offsets, payload = encode_row_sets([rows], n_rows)
-        frame = serde.encode(em.TreeGradients(tree_index, gradients.codec.frac_bits, n_rows, width_g, width_h,
-                                              encoding, offsets, payload, g, h))
-        records = self._seal_for_all(frame)
+        records = em.unpack_records(self.enclave.ecall("gradients", serde.encode(em.GradientsIn(
+            tree_index, gradients.codec.frac_bits, gradients.g.size, rows, gradients.g[rows], gradients.h[rows]))))
         self.channel.request_all({p: SealedMessage(tree_index, "gradients", r) for p, r in records.items()})
 
     def find_splits(self, nodes, node_rows):
         self._node_rows = node_rows
-        frames = {}
-        for party in self.channel.parties:
-            announced = self.announcements.for_party(party)
-            frames[party] = serde.encode(HistogramRequest(self._tree, np.array(nodes, dtype=np.int32), **announced))
+        announced = self.announcements.for_all()
         self.announcements.clear()
-        records = self._seal_for_all(frames)
+        records = em.unpack_records(self.enclave.ecall("level", serde.encode(em.LevelIn(
+            self._tree, np.array(nodes, dtype=np.int32), **announced))))
         pending = self.channel.submit_all({p: SealedMessage(self._tree, "level", r) for p, r in records.items()})
-        own = self.columns.best(nodes, node_rows, self.codec, self.criteria)
+        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria)
         replies = pending.result()
         for party, reply in replies.items():
             if not isinstance(reply, SealedMessage) or reply.kind != "candidates" or reply.tree != self._tree:
                 raise ProtocolError(f"party {party} did not answer the level request with candidates")
         chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.CandidatesIn(
-            self._tree, np.array(nodes, dtype=np.int32), np.array([b.gain for b in own], dtype=np.float64),
+            self._tree, np.array(nodes, dtype=np.int32), valid, left,
             np.frombuffer(em.pack_records({p: r.record for p, r in replies.items()}), dtype=np.uint8)))))
         return splits_from_winners(nodes, own, chosen.parties, chosen.gains, chosen.handles)
 
@@ -135,27 +153,42 @@ class NteePassive:
 
     def __init__(self, columns, params, env: ProtocolEnv, index: int) -> None:
         self.columns = columns
+        self.params = params
+        self.env = env
+        self.index = index
         self.timer: dict[str, float] = {}
-        code = enclave_code(PROGRAM, env.trusted_roots, env.options.aes_bits)
-        self.enclave = env.backend().load(code, label=f"passive-{index}")
-        self.enclave.ecall("init", init_message("passive", index, SplitCriteria.from_params(params), params.max_bin))
-        self.enclave.ecall("columns", serde.encode(em.EnclaveColumns(
-            columns.bins.n_value_bins.astype(np.int64), columns.binned_by_feature.astype(np.uint16))))
+        self.identity = env.require_identity(index)
+        self.enclave = env.backend().load(enclave_code(PROGRAM, env.trusted_roots, env.options),
+                                          label=f"passive-{index}")
         self._tree = -1
+        self._run_id: str | None = None
+
+    def _start(self, msg: EnclaveHello) -> None:
+        check_party_keys(self.env, msg.party_keys, "the active party")
+        self._run_id = msg.run_id
+        self.enclave.ecall("init", init_message("ntee", "passive", self.index, SplitCriteria.from_params(self.params),
+                                                self.params.max_bin, self.env, msg.run_id))
+        self.enclave.ecall("columns", serde.encode(em.EnclaveColumns(
+            self.columns.bins.n_value_bins.astype(np.int64), self.columns.binned_by_feature.astype(np.uint16))))
 
     def handle(self, msg):
         if isinstance(msg, EnclaveHello):
+            self._start(msg)
             return EnclaveHelloReply(self.enclave.ecall("respond", msg.hello), self.enclave.backend)
         if isinstance(msg, EnclaveFinish):
-            self.enclave.ecall("finish_responder", msg.final)
-            return Ack()
+            handshake_hash = self.enclave.ecall("finish_responder", em.pack_records({0: msg.final, 1: msg.signature}))
+            if self._run_id is None:
+                raise ProtocolError("enclave handshake finished before it started")
+            context = run_context_of(self.env, "ntee", self._run_id, self.params.max_bin)
+            statement = party_statement("responder", self.index, context, handshake_hash)
+            return EnclaveFinished(self.identity.sign(statement))
         if isinstance(msg, SealedMessage):
             if msg.kind == "gradients":
-                self.enclave.ecall("gradients", msg.record)
+                self.enclave.ecall("gradients_record", msg.record)
                 self._tree = msg.tree
                 return Ack()
             if msg.kind == "level":
-                return SealedMessage(msg.tree, "candidates", self.enclave.ecall("level", msg.record))
+                return SealedMessage(msg.tree, "candidates", self.enclave.ecall("level_record", msg.record))
             raise ProtocolError(f"unexpected sealed message kind {msg.kind!r}")
         return self._split(msg)
 

@@ -22,13 +22,13 @@ import numpy as np
 from ..core.histogram import plan_level
 from ..errors import ProtocolError
 from ..parties.messages import Ack
-from ..tee.channel import ChannelInitiator, SecureChannel
+from ..tee.channel import ChannelInitiator, SecureChannel, party_statement
 from ..tee.quote import QuoteVerifier
 from ..transport import serde
 from ..transport.serde import array_field, message
 from . import enclave_messages as em
-from .enclaves import ProtocolEnv, enclave_code
-from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, init_message
+from .enclaves import ProtocolEnv, check_party_keys, enclave_code, init_message, run_context_of
+from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, own_candidates
 from .partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
 from .ring import ring_bincount
 from .scoring import ActiveSplitting, HistogramRequest, PassiveScoring, splits_from_winners
@@ -41,9 +41,14 @@ PROGRAM = "onetee_enclave.py"
 @message
 @dataclass(frozen=True)
 class ChannelOpen:
-    """Active -> passive: attest my enclave and open a channel to it."""
+    """Active -> passive: attest my enclave and open a channel to it; the run parameters its
+    enclave was initialised with (their hash is bound into its quote)."""
 
     send_bins: bool
+    run_id: str
+    max_bin: int
+    aes_bits: int
+    party_keys: np.ndarray = array_field("uint8", 2)
 
 
 @message
@@ -86,15 +91,19 @@ class OneTeeActive(ActiveSplitting):
         self.timer: dict[str, float] = {}
         started = time.perf_counter()
         self.bins_once = env.options.onetee_bins_once
-        code = enclave_code(PROGRAM, env.trusted_roots, env.options.aes_bits)
+        code = enclave_code(PROGRAM, env.trusted_roots, env.options)
         self.enclave = env.backend().load(code, label="active")
-        self.enclave.ecall("init", init_message("active", 0, criteria, max_bin))
+        self.enclave.ecall("init", init_message("onetee", "active", 0, criteria, max_bin, env, env.run_id))
+        keys = env.keys_array()
         for party in self.channel.parties:
             prefix = party.to_bytes(4, "big")
-            hello = self.channel.request(party, ChannelOpen(self.bins_once))
+            hello = self.channel.request(party, ChannelOpen(self.bins_once, env.run_id, max_bin, env.options.aes_bits,
+                                                            keys))
             final = self.channel.request(party, ChannelAccept(self.enclave.ecall("respond", prefix + hello.hello)))
-            self.enclave.ecall("finish_responder", prefix + final.final)
-            self.enclave.ecall("party_bins", prefix + passive_bins[party].astype(np.int64).tobytes())
+            if not isinstance(final, EnclaveFinish):
+                raise ProtocolError(f"party {party} did not finish the enclave handshake")
+            self.enclave.ecall("finish_responder", prefix + em.pack_records(
+                {0: final.final, 1: final.signature, 2: final.record}))
         self._bins_held: set[int] = set()  # parties whose bin assignments the enclave holds
         self._sealed: tuple[str, bytes] | None = None
         self._locators: dict[int, bytes] = {}
@@ -113,15 +122,13 @@ class OneTeeActive(ActiveSplitting):
         if not self.bins_once:
             return None  # nothing but session keys, which a restarted enclave renegotiates
         if self._sealed is None or self._sealed[0] != run_id:  # the bins never change within a run
-            self._sealed = (run_id, self.enclave.ecall("checkpoint", run_id.encode()))
+            self._sealed = (run_id, self.enclave.ecall("checkpoint", b""))
         return self._sealed[1]
 
     def restore_sealed_state(self, run_id, blob):
         if not self.bins_once:
             return
-        key = run_id.encode()
-        restored = np.frombuffer(self.enclave.ecall("restore", len(key).to_bytes(2, "big") + key + blob),
-                                 dtype=np.int64)
+        restored = np.frombuffer(self.enclave.ecall("restore", blob), dtype=np.int64)
         self._bins_held = {int(p) for p in restored} & set(self.channel.parties)
 
     def _send_gradients(self, tree_index, rows, gradients):
@@ -137,28 +144,19 @@ class OneTeeActive(ActiveSplitting):
         self._node_rows = node_rows
         requests = {p: HistogramRequest(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_party(p))
                     for p in self.channel.parties}
+        announced = self.announcements.for_all()
         self.announcements.clear()
         pending = self.channel.submit_all(requests)
-        own = self.columns.best(nodes, node_rows, self.codec, self.criteria)
+        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria)
         replies = pending.result()
         records = {}
         for party, reply in replies.items():
             if not isinstance(reply, SealedMessage) or reply.kind != "sums" or reply.tree != self._tree:
                 raise ProtocolError(f"party {party} did not answer the level request with sealed sums")
             records[party] = reply.record
-        row_nodes, row_sets = [], []
-        # the enclave needs the rows of every node a party may have built: to bin them
-        # (bins-once) or to check the index sets name exactly those rows
-        for node in nodes:
-            for candidate in (node, node_rows.sibling(node)):
-                if candidate >= 0 and candidate in node_rows and candidate not in row_nodes:
-                    row_nodes.append(candidate)
-                    row_sets.append(node_rows.rows(candidate))
-        encoding, offsets, payload = encode_row_sets(row_sets, node_rows.n_rows)
         chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.OneTeeChooseIn(
-            self._tree, np.array(nodes, dtype=np.int32), np.array([b.gain for b in own], dtype=np.float64),
-            np.array(row_nodes, dtype=np.int32), encoding, offsets, payload,
-            np.frombuffer(em.pack_records(records), dtype=np.uint8)))))
+            self._tree, np.array(nodes, dtype=np.int32), **announced, own_valid=valid, own_left=left,
+            records=np.frombuffer(em.pack_records(records), dtype=np.uint8)))))
         self._locators = em.unpack_records(chosen.records.tobytes())
         return splits_from_winners(nodes, own, chosen.parties, chosen.gains)
 
@@ -177,12 +175,17 @@ class OneTeeActive(ActiveSplitting):
 class OneTeePassive(PassiveScoring):
     handles = PassiveScoring.handles + (ChannelOpen, ChannelAccept, SealedMessage, MaskedGradients, SealedSplitRequest)
 
-    def __init__(self, columns, env: ProtocolEnv) -> None:
+    def __init__(self, columns, env: ProtocolEnv, index: int) -> None:
         super().__init__(columns)
         self.timer: dict[str, float] = {}
-        code = enclave_code(PROGRAM, env.trusted_roots, env.options.aes_bits)
+        code = enclave_code(PROGRAM, env.trusted_roots, env.options)
         # the measurement this party expects of the active party's enclave (published code)
-        self._verifier = QuoteVerifier(list(env.trusted_roots), [code.measurement])
+        self._verifier = QuoteVerifier(list(env.trusted_roots), [code.measurement],
+                                       allow_simulated=env.options.allow_simulated_tee)
+        self.env = env
+        self.index = index
+        self.identity = env.require_identity(index)
+        self._context: bytes | None = None
         self._initiator: ChannelInitiator | None = None
         self._channel: SecureChannel | None = None
         self._aes_bits = env.options.aes_bits
@@ -193,15 +196,27 @@ class OneTeePassive(PassiveScoring):
 
     def _begin_tree(self, msg):
         if isinstance(msg, ChannelOpen):
+            if self._channel is not None or self._initiator is not None:
+                raise ProtocolError("the enclave channel of this run is already open")
+            check_party_keys(self.env, msg.party_keys, "the active party's enclave")
+            if msg.max_bin != self.columns.bins.max_bin or msg.aes_bits != self._aes_bits:
+                raise ProtocolError(f"the active party's enclave was set up for max_bin={msg.max_bin}, "
+                                    f"aes_bits={msg.aes_bits}; this party uses {self.columns.bins.max_bin}, "
+                                    f"{self._aes_bits}")
             self._bins_once = msg.send_bins
-            self._initiator = ChannelInitiator(verifier=self._verifier, aes_bits=self._aes_bits)
-            return EnclaveHello(self._initiator.hello())
+            self._context = run_context_of(self.env, "onetee", msg.run_id, msg.max_bin)
+            self._initiator = ChannelInitiator(verifier=self._verifier, aes_bits=self._aes_bits, context=self._context)
+            return EnclaveHello(self._initiator.hello(), msg.run_id, msg.party_keys)
         if isinstance(msg, ChannelAccept):
             if self._initiator is None:
                 raise ProtocolError("channel accept without a channel open")
-            final, self._channel = self._initiator.finish(msg.reply)  # AttestationError if not genuine
+            final, channel = self._initiator.finish(msg.reply)  # AttestationError if not genuine
             self._initiator = None
-            return EnclaveFinish(final)
+            self._channel = channel
+            signature = self.identity.sign(party_statement("initiator", self.index, self._context,
+                                                           channel.handshake_hash))
+            meta = serde.encode(em.PartyMeta(self.columns.n_rows, self.columns.bins.n_value_bins.astype(np.int64)))
+            return EnclaveFinish(final, signature, channel.seal(meta))
         if self._channel is None:
             raise ProtocolError("the active party's enclave has not been attested yet")
         if isinstance(msg, SealedMessage) and msg.kind == "bins":

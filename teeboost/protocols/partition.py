@@ -126,6 +126,10 @@ class Announcements:
             "split_bits": subsets_to_bits([e[4] for e in mine], [e[5] for e in mine]),
         }
 
+    def for_all(self) -> dict[str, np.ndarray]:
+        """Every split of the last level (for an enclave that announces them itself)."""
+        return self.for_party(-1)
+
     def clear(self) -> None:
         self.entries = []
 

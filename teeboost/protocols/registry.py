@@ -57,7 +57,7 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
         "one enclave at the active party: one-time-pad masked sums, unmasked and scored inside it",
         lambda channel, columns, criteria, bins, params, env: onetee.OneTeeActive(
             channel, columns, criteria, bins, params.max_bin, env),
-        lambda columns, params, env, index: onetee.OneTeePassive(columns, env),
+        lambda columns, params, env, index: onetee.OneTeePassive(columns, env, index),
         uses_enclaves=True,
     ),
 }

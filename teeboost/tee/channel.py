@@ -24,8 +24,9 @@ import os
 import struct
 from typing import Callable
 
-from cryptography.exceptions import InvalidTag
+from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -33,7 +34,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from ..errors import AttestationError, ConfigError, IntegrityError
 from .quote import NONCE_BYTES, Quote, QuoteVerifier
 
-__all__ = ["ChannelInitiator", "ChannelResponder", "SecureChannel", "Attester"]
+__all__ = ["ChannelInitiator", "ChannelResponder", "SecureChannel", "Attester", "party_statement",
+           "verify_party_signature"]
 
 Attester = Callable[[bytes, bytes], bytes]  # (report_data, nonce) -> quote bytes
 
@@ -65,9 +67,28 @@ def _public_bytes(key: X25519PrivateKey) -> bytes:
     return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
-def _binding(role: bytes, public: bytes, nonce: bytes) -> bytes:
-    """Report data binding an ephemeral key to this handshake (64 bytes)."""
-    return hashlib.sha512(b"teeboost-channel-v1|" + role + b"|" + public + b"|" + nonce).digest()
+def _binding(role: bytes, public: bytes, nonce: bytes, context: bytes) -> bytes:
+    """Report data binding an ephemeral key to this handshake and to the run the enclave was
+    initialised for (``context``: hash of its attested run parameters), 64 bytes."""
+    return hashlib.sha512(b"teeboost-channel-v2|" + role + b"|" + public + b"|" + nonce + b"|" + context).digest()
+
+
+def party_statement(role: str, party: int, context: bytes, handshake_hash: bytes) -> bytes:
+    """What a party's long-term identity key signs for one channel: its role and index in the
+    run, the run's context and the hash of the whole handshake (so it cannot be replayed into
+    another handshake, run or slot)."""
+    if role not in ("initiator", "responder"):
+        raise ValueError(f"role {role!r}")
+    return b"teeboost-party-handshake-v1|" + role.encode() + b"|" + party.to_bytes(4, "big") + b"|" + context + \
+        b"|" + handshake_hash
+
+
+def verify_party_signature(public_key: bytes, signature: bytes, statement: bytes) -> None:
+    """``AttestationError`` unless ``signature`` is the pinned party key's over ``statement``."""
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, statement)
+    except (InvalidSignature, ValueError):
+        raise AttestationError() from None
 
 
 def _key_bytes(bits: int) -> int:
@@ -79,7 +100,8 @@ def _key_bytes(bits: int) -> int:
 class SecureChannel:
     """One attested session: ``seal`` outgoing records, ``open`` incoming ones."""
 
-    def __init__(self, send_key: bytes, recv_key: bytes, peer_quote: Quote | None) -> None:
+    def __init__(self, send_key: bytes, recv_key: bytes, peer_quote: Quote | None, handshake_hash: bytes = b"") -> None:
+        self.handshake_hash = handshake_hash  # SHA-256 of the whole handshake, the same at both ends
         self._send = AESGCM(send_key)
         self._recv = AESGCM(recv_key)
         self._send_seq = 0
@@ -139,9 +161,14 @@ def _derive(shared: bytes, transcript: bytes, key_bytes: int) -> tuple[bytes, by
 
 
 class ChannelInitiator:
-    def __init__(self, *, verifier: QuoteVerifier, attester: Attester | None = None, aes_bits: int = 128) -> None:
+    """``context``: the run context the responder's quote must bind (and this side's, if it
+    attests too)."""
+
+    def __init__(self, *, verifier: QuoteVerifier, attester: Attester | None = None, aes_bits: int = 128,
+                 context: bytes = b"") -> None:
         self.verifier = verifier
         self.attester = attester
+        self.context = context
         self.key_bytes = _key_bytes(aes_bits)
         self._nonce = os.urandom(NONCE_BYTES)
 
@@ -153,24 +180,26 @@ class ChannelInitiator:
         if len(nonce_r) != NONCE_BYTES or len(responder_public) != 32:
             raise AttestationError()
         quote = self.verifier.verify(responder_quote, nonce=self._nonce,
-                                     report_data=_binding(b"responder", responder_public, nonce_r))
+                                     report_data=_binding(b"responder", responder_public, nonce_r, self.context))
         ephemeral = X25519PrivateKey.generate()
         public = _public_bytes(ephemeral)
         own_quote = b""
         if self.attester is not None:
-            own_quote = self.attester(_binding(b"initiator", public, self._nonce), nonce_r)
+            own_quote = self.attester(_binding(b"initiator", public, self._nonce, self.context), nonce_r)
         shared = ephemeral.exchange(X25519PublicKey.from_public_bytes(responder_public))
         transcript = _pack(self._nonce, nonce_r, responder_public, responder_quote, public, own_quote)
         send, recv = _derive(shared, transcript, self.key_bytes)
-        return _pack(public, own_quote), SecureChannel(send, recv, quote)
+        return _pack(public, own_quote), SecureChannel(send, recv, quote, hashlib.sha256(transcript).digest())
 
 
 class ChannelResponder:
     """The attested side (an enclave). ``verifier=None`` accepts an unattested initiator."""
 
-    def __init__(self, *, attester: Attester, verifier: QuoteVerifier | None = None, aes_bits: int = 128) -> None:
+    def __init__(self, *, attester: Attester, verifier: QuoteVerifier | None = None, aes_bits: int = 128,
+                 context: bytes = b"") -> None:
         self.attester = attester
         self.verifier = verifier
+        self.context = context
         self.key_bytes = _key_bytes(aes_bits)
         self._state: tuple[bytes, bytes, X25519PrivateKey, bytes, bytes] | None = None
 
@@ -181,7 +210,7 @@ class ChannelResponder:
         nonce_r = os.urandom(NONCE_BYTES)
         ephemeral = X25519PrivateKey.generate()
         public = _public_bytes(ephemeral)
-        quote = self.attester(_binding(b"responder", public, nonce_r), nonce_i)
+        quote = self.attester(_binding(b"responder", public, nonce_r, self.context), nonce_i)
         self._state = (nonce_i, nonce_r, ephemeral, public, quote)
         return _pack(nonce_r, public, quote)
 
@@ -196,8 +225,8 @@ class ChannelResponder:
         peer = None
         if self.verifier is not None:
             peer = self.verifier.verify(initiator_quote, nonce=nonce_r,
-                                        report_data=_binding(b"initiator", initiator_public, nonce_i))
+                                        report_data=_binding(b"initiator", initiator_public, nonce_i, self.context))
         shared = ephemeral.exchange(X25519PublicKey.from_public_bytes(initiator_public))
         transcript = _pack(nonce_i, nonce_r, public, own_quote, initiator_public, initiator_quote)
         to_responder, to_initiator = _derive(shared, transcript, self.key_bytes)
-        return SecureChannel(to_initiator, to_responder, peer)
+        return SecureChannel(to_initiator, to_responder, peer, hashlib.sha256(transcript).digest())

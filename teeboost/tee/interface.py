@@ -1,10 +1,11 @@
 """The enclave interface protocol code programs against, whatever the hardware.
 
-A backend loads ``EnclaveCode`` into an isolated environment and returns an ``Enclave``:
-entry points (ecalls) take and return bytes; ``quote`` produces an attestation quote over
-caller-chosen report data; ``seal``/``unseal`` protect data stored outside the enclave.
-The simulated backend (``tee.simulated``) implements it with an OS process; a Gramine-SGX or
-SEV-SNP backend implements the same four operations (docs/enclaves.md).
+Two faces, two types. The host holds an ``Enclave`` handle: the measurement its loader
+reported, the program's own entry points (``ecall``) and ``close``; nothing else. Quoting,
+sealing and key material exist only on the runtime object handed to enclave code inside
+(``tee.runtime.EnclaveRuntime``), so no host-side code can name them. The simulated backend
+(``tee.simulated``) implements this with an OS process; a Gramine-SGX or SEV-SNP backend
+implements the same (docs/enclaves.md).
 """
 
 from __future__ import annotations
@@ -22,23 +23,12 @@ class Enclave(ABC):
     @property
     @abstractmethod
     def measurement(self) -> bytes:
-        """Measurement of the code actually loaded (reported by the enclave itself)."""
+        """Measurement of the code actually loaded (reported by the loader)."""
 
     @abstractmethod
     def ecall(self, name: str, payload: bytes = b"", *, timeout: float | None = None) -> bytes:
-        """Call entry point ``name``; errors inside the enclave come back as ``EnclaveError``."""
-
-    @abstractmethod
-    def quote(self, report_data: bytes, nonce: bytes) -> bytes:
-        """Attestation quote binding ``report_data`` (<= 64 bytes) and a verifier's nonce."""
-
-    @abstractmethod
-    def seal(self, data: bytes, context: bytes = b"") -> bytes:
-        """Encrypt data so that only this enclave code on this platform can unseal it."""
-
-    @abstractmethod
-    def unseal(self, blob: bytes, context: bytes = b"") -> bytes:
-        """Inverse of ``seal``; ``IntegrityError`` for any other code, platform or tampering."""
+        """Call the program's entry point ``ecall_<name>``; errors inside come back as
+        ``EnclaveError`` (or the enclave's ``IntegrityError``/``AttestationError``/``ProtocolError``)."""
 
     @abstractmethod
     def close(self) -> None:

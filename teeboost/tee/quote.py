@@ -64,10 +64,11 @@ class QuoteVerifier:
     """What a relying party trusts: platform roots and enclave measurements."""
 
     def __init__(self, trusted_roots: list[bytes], allowed_measurements: list[bytes], *,
-                 accept_simulated: bool = True) -> None:
+                 allow_simulated: bool = False) -> None:
+        """Simulated quotes (no hardware behind them) are refused unless ``allow_simulated``."""
         self._roots = [Ed25519PublicKey.from_public_bytes(r) for r in trusted_roots]
         self._allowed = [bytes(m) for m in allowed_measurements]
-        self.accept_simulated = accept_simulated
+        self.allow_simulated = allow_simulated
 
     def verify(self, quote_bytes: bytes, *, nonce: bytes, report_data: bytes) -> Quote:
         """The verified quote, or ``AttestationError`` (which check failed is not revealed)."""
@@ -83,7 +84,7 @@ class QuoteVerifier:
         ok &= any(hmac.compare_digest(quote.measurement, m) for m in self._allowed)
         ok &= hmac.compare_digest(quote.nonce, nonce)
         ok &= hmac.compare_digest(quote.report_data, report_data.ljust(REPORT_DATA_BYTES, b"\0"))
-        ok &= self.accept_simulated or quote.backend != "simulated"
+        ok &= self.allow_simulated or quote.backend != "simulated"
         if not ok:
             raise AttestationError()
         return quote

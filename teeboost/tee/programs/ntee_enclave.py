@@ -1,11 +1,14 @@
 """N-TEE enclave program: runs in every party's enclave (role chosen at init).
 
-Active role: seals the host's per-peer messages (gradients, level requests) into the attested
-channels, and compares the passive enclaves' candidate scores with its own party's, releasing
-only the winner, an opaque handle and the winning gain.
+Active role: builds every message to the passive enclaves itself (gradients from the host's
+values, level requests from partitions it checked: ``CheckedTree``), computes its own party's
+gains from the host's claimed left sums, compares them with the passive enclaves' scores and
+releases only the winner, an opaque handle and the winning gain.
 Passive role: holds its party's binned columns, receives gradients and instance sets only
-through the channel, finds its best split per node, and returns a score with a random handle;
-it resolves a handle into (feature, bin) only for its own host, and only if that split won.
+through the channel, finds its best split per node, and returns a score, a random handle and
+the split's left sums (so the active enclave can check the partition later); it resolves a
+handle into (feature, bin) only for its own host, and only if that split won.
+Every channel is set up once per run with a party whose pinned identity key signed it.
 """
 
 import os
@@ -15,19 +18,24 @@ import numpy as np
 from teeboost.core.gradients import EncodedGradients, GradientCodec
 from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.nodes import NodeRows
-from teeboost.core.split import NodeBest, SplitCriteria, best_splits, pick_global_best
+from teeboost.core.split import NodeBest, best_splits, left_sums
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
-from teeboost.protocols.intcodec import unpack_ints
-from teeboost.protocols.partition import HistogramRequest, bits_to_subsets, decode_row_sets, subsets_to_bits
+from teeboost.protocols.enclave_session import session, start_session
+from teeboost.protocols.enclave_tree import CheckedTree
+from teeboost.protocols.intcodec import pack_ints, unpack_ints
+from teeboost.protocols.partition import (HistogramRequest, apply_announcements, decode_row_sets, encode_row_sets,
+                                          subsets_to_bits)
 from teeboost.tee.channel import ChannelInitiator, ChannelResponder
 from teeboost.tee.quote import QuoteVerifier
 from teeboost.transport import serde
 
+PROTOCOL = "ntee"
+
 
 def _verifier(rt):
-    roots = [bytes.fromhex(r) for r in rt.state["config"]["trusted_roots"]]
-    return QuoteVerifier(roots, [rt.measurement])  # peers must run this very code
+    roots = [bytes.fromhex(r) for r in rt.config["trusted_roots"]]
+    return QuoteVerifier(roots, [rt.measurement], allow_simulated=bool(rt.config.get("allow_simulated", False)))
 
 
 def _expect(frame, cls):
@@ -37,102 +45,171 @@ def _expect(frame, cls):
     return msg
 
 
-def _records(rt, items):
-    """{party: plaintext frame} -> SealedRecords frame, each sealed into that party's channel."""
-    return m.pack_records({p: rt.state["channels"][p].seal(frame) for p, frame in items.items()})
-
-
-def _open_records(rt, frame):
-    return {p: rt.state["channels"][p].open(record) for p, record in m.unpack_records(frame).items()
-            if p in rt.state["channels"]}
+def _role(rt, role):
+    current = session(rt)
+    if current.role != role:
+        raise ProtocolError(f"this enclave serves the {current.role} role")
+    return current
 
 
 def ecall_init(rt, payload):
     init = _expect(payload, m.EnclaveInit)
-    if init.role not in ("active", "passive"):
-        raise ProtocolError(f"unknown role {init.role!r}")
-    rt.state.update(role=init.role, party=init.party, channels={}, max_bin=init.max_bin,
-                    criteria=SplitCriteria(init.reg_lambda, init.min_child_weight, init.min_samples_leaf,
-                                           init.min_split_gain))
+    if init.role not in ("active", "passive") or (init.role == "active") != (init.party == 0):
+        raise ProtocolError(f"role {init.role!r} does not fit party {init.party}")
+    start_session(rt, init, PROTOCOL)
     return b""
 
 
-def _aes_bits(rt):
-    return int(rt.state["config"].get("aes_bits", 128))
-
-
-# ---- attested channels (active enclave initiates, passive enclaves respond; both attest)
+# ---- attested channels (active enclave initiates, passive enclaves respond; both attest,
+# ---- and each party's identity key signs the handshake)
 
 def ecall_hello(rt, payload):
+    current = _role(rt, "active")
     peer = int.from_bytes(payload, "big")
-    initiator = ChannelInitiator(verifier=_verifier(rt), attester=rt.quote, aes_bits=_aes_bits(rt))
+    current.begin(peer)
+    initiator = ChannelInitiator(verifier=_verifier(rt), attester=rt.quote, aes_bits=current.aes_bits,
+                                 context=current.context)
     rt.state.setdefault("initiators", {})[peer] = initiator
     return initiator.hello()
 
 
 def ecall_finish_initiator(rt, payload):
+    """-> final handshake message and the handshake hash the active host signs."""
+    current = _role(rt, "active")
     peer = int.from_bytes(payload[:4], "big")
-    final, channel = rt.state["initiators"].pop(peer).finish(payload[4:])
-    rt.state["channels"][peer] = channel
-    return final
+    initiator = rt.state.get("initiators", {}).pop(peer, None)
+    if initiator is None:
+        raise ProtocolError(f"no handshake with party {peer} is under way")
+    final, channel = initiator.finish(payload[4:])
+    current.established(peer, channel)
+    return m.pack_records({0: final, 1: channel.handshake_hash})
+
+
+def ecall_confirm(rt, payload):
+    """The passive party's signature over the handshake: only then the channel counts."""
+    peer = int.from_bytes(payload[:4], "big")
+    _role(rt, "active").confirm(peer, "responder", payload[4:])
+    return b""
 
 
 def ecall_respond(rt, hello):
-    rt.state["responder"] = ChannelResponder(attester=rt.quote, verifier=_verifier(rt), aes_bits=_aes_bits(rt))
+    current = _role(rt, "passive")
+    current.begin(0)
+    rt.state["responder"] = ChannelResponder(attester=rt.quote, verifier=_verifier(rt), aes_bits=current.aes_bits,
+                                             context=current.context)
     return rt.state["responder"].respond(hello)
 
 
-def ecall_finish_responder(rt, final):
-    rt.state["channels"][0] = rt.state.pop("responder").finish(final)
-    return b""
+def ecall_finish_responder(rt, payload):
+    """final handshake message + the active party's signature -> the handshake hash this
+    party's host signs in turn."""
+    current = _role(rt, "passive")
+    responder = rt.state.pop("responder", None)
+    if responder is None:
+        raise ProtocolError("no handshake is under way")
+    parts = m.unpack_records(payload)
+    channel = responder.finish(parts.get(0, b""))
+    current.established(0, channel)
+    current.confirm(0, "initiator", parts.get(1, b""))
+    return channel.handshake_hash
 
 
 # ---- active role
 
-def ecall_seal_for(rt, payload):
-    """The host's plaintext frames for each peer -> records only that peer's enclave opens."""
-    return _records(rt, m.unpack_records(payload))
+def _seal_all(current, frames):
+    return m.pack_records({p: current.channel(p).seal(frame) for p, frame in frames.items()})
+
+
+def ecall_gradients(rt, payload):
+    """This tree's gradients (from the host, which owns the labels) -> one sealed record per
+    passive enclave."""
+    current = _role(rt, "active")
+    current.require_all_peers()
+    msg = _expect(payload, m.GradientsIn)
+    tree = CheckedTree(msg.tree, msg.n_rows, msg.rows, msg.g, msg.h, GradientCodec(msg.frac_bits), current.criteria)
+    rt.state["tree"] = tree
+    width_g, g = pack_ints(msg.g)
+    width_h, h = pack_ints(msg.h)
+    encoding, offsets, rows_payload = encode_row_sets([tree.nodes.rows(0)], msg.n_rows)
+    frame = serde.encode(m.TreeGradients(msg.tree, msg.frac_bits, msg.n_rows, width_g, width_h, encoding, offsets,
+                                         rows_payload, g, h))
+    return _seal_all(current, {p: frame for p in current.peers})
+
+
+def _tree(rt):
+    tree = rt.state.get("tree")
+    if tree is None:
+        raise ProtocolError("no tree is open")
+    return tree
+
+
+def ecall_level(rt, payload):
+    """Checked partitions and this level's nodes -> each passive enclave's level request
+    (announcing the splits it did not own itself)."""
+    current = _role(rt, "active")
+    msg = _expect(payload, m.LevelIn)
+    tree = _tree(rt)
+    owners = dict(rt.state.get("owners", {}))
+    tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
+    frames = {}
+    for party in current.peers:
+        keep = [i for i, node in enumerate(msg.split_nodes) if owners.get(int(node)) != party]
+        frames[party] = serde.encode(HistogramRequest(
+            msg.tree, msg.nodes.astype(np.int32), msg.split_nodes[keep].astype(np.int32),
+            msg.split_lefts[keep].astype(np.int32), msg.split_rights[keep].astype(np.int32),
+            subsets_to_bits([tree.nodes.rows(int(msg.split_nodes[i])) for i in keep],
+                            [tree.nodes.rows(int(msg.split_lefts[i])) for i in keep])))
+    return _seal_all(current, frames)
 
 
 def ecall_choose(rt, payload):
+    current = _role(rt, "active")
     msg = _expect(payload, m.CandidatesIn)
-    n = msg.nodes.size
-    if msg.own_gains.size != n:
-        raise ProtocolError("own candidates do not match the nodes")
-    candidates = [[(0, NodeBest(float(g), -1, -1, False))] for g in msg.own_gains]
+    tree = _tree(rt)
+    if msg.tree != tree.tree or [int(n) for n in msg.nodes] != tree.level:
+        raise ProtocolError("candidates for another level")
+    own = tree.own_candidates(msg.own_valid, msg.own_left)
+    n = len(own)
+    candidates = [[(0, best, msg.own_left[i])] for i, best in enumerate(own)]
     handles = {}
-    for party, frame in _open_records(rt, msg.records.tobytes()).items():
-        theirs = _expect(frame, m.Candidates)
-        if theirs.tree != msg.tree or theirs.gains.size != n or theirs.handles.size != n:
+    records = m.unpack_records(msg.records.tobytes())
+    if sorted(records) != current.peers:
+        raise ProtocolError("candidates must come from every passive party")
+    for party, record in records.items():
+        theirs = _expect(current.channel(party).open(record), m.Candidates)
+        if theirs.tree != msg.tree or theirs.gains.size != n or theirs.handles.size != n \
+                or theirs.left_sums.shape != (n, 3):
             raise ProtocolError(f"party {party} sent candidates for another level")
         for i in range(n):
-            candidates[i].append((party, NodeBest(float(theirs.gains[i]), -1, -1, False)))
+            best = NodeBest(float(theirs.gains[i]), -1, -1, False)
+            candidates[i].append((party, best, theirs.left_sums[i]))
             handles[(party, i)] = int(theirs.handles[i])
-    parties = np.full(n, -1, dtype=np.int32)
-    chosen_handles = np.zeros(n, dtype=np.uint64)
-    gains = np.zeros(n, dtype=np.float64)
-    for i, node_candidates in enumerate(candidates):
-        winner = pick_global_best(node_candidates)
-        if winner is not None:
-            parties[i], gains[i] = winner[0], winner[1].gain
-            chosen_handles[i] = handles.get((winner[0], i), 0)
+    parties, gains = tree.choose(candidates)
+    chosen_handles = np.array([handles.get((int(p), i), 0) for i, p in enumerate(parties)], dtype=np.uint64)
+    rt.state["owners"] = {tree.level[i]: int(p) for i, p in enumerate(parties) if p >= 0}
     return serde.encode(m.Chosen(parties, chosen_handles, gains))
 
 
 # ---- passive role
 
 def ecall_columns(rt, payload):
+    """This party's own binned columns, once per enclave."""
+    current = _role(rt, "passive")
+    if "binned" in rt.state:
+        raise ProtocolError("the columns were already loaded")
     cols = _expect(payload, m.EnclaveColumns)
     binned = np.ascontiguousarray(cols.binned)
-    if cols.n_value_bins.size != binned.shape[0] or binned.size and binned.max() > rt.state["max_bin"]:
+    if cols.n_value_bins.size != binned.shape[0] or binned.size and binned.max() > current.max_bin \
+            or np.any(cols.n_value_bins < 1) or np.any(cols.n_value_bins > current.max_bin):
         raise ProtocolError("binned columns do not match their bin counts")
     rt.state.update(n_value_bins=cols.n_value_bins.copy(), binned=binned,
-                    builder=HistogramBuilder(binned, rt.state["max_bin"] + 1))
+                    builder=HistogramBuilder(binned, current.max_bin + 1))
     return b""
 
 
-def ecall_gradients(rt, record):
-    msg = _expect(rt.state["channels"][0].open(record), m.TreeGradients)
+def ecall_gradients_record(rt, record):
+    current = _role(rt, "passive")
+    msg = _expect(current.channel(0).open(record), m.TreeGradients)
     n_rows = rt.state["binned"].shape[1]
     if msg.n_rows != n_rows:
         raise ProtocolError(f"gradients for {msg.n_rows} rows; this party holds {n_rows}")
@@ -148,32 +225,34 @@ def ecall_gradients(rt, record):
     return b""
 
 
-def ecall_level(rt, record):
-    msg = _expect(rt.state["channels"][0].open(record), HistogramRequest)
-    if msg.tree != rt.state["tree"]:
-        raise ProtocolError(f"level request for tree {msg.tree}, but tree {rt.state['tree']} is open")
+def ecall_level_record(rt, record):
+    current = _role(rt, "passive")
+    msg = _expect(current.channel(0).open(record), HistogramRequest)
+    if msg.tree != rt.state.get("tree"):
+        raise ProtocolError(f"level request for tree {msg.tree}, but tree {rt.state.get('tree')} is open")
     nodes = rt.state["nodes"]
-    parents = [nodes.rows(int(node)) for node in msg.split_nodes]
-    for node, left, right, rows in zip(msg.split_nodes, msg.split_lefts, msg.split_rights,
-                                       bits_to_subsets(parents, msg.split_bits, "split announcement")):
-        nodes.split(int(node), int(left), int(right), rows)
+    apply_announcements(nodes, msg)
     requested = [int(n) for n in msg.nodes]
     hist = rt.state["builder"].level(requested, nodes)
-    best = best_splits(hist, rt.state["n_value_bins"], rt.state["codec"], rt.state["criteria"])
+    best = best_splits(hist, rt.state["n_value_bins"], rt.state["codec"], current.criteria)
     handles = {}
     handle_array = np.zeros(len(requested), dtype=np.uint64)
+    sums = np.zeros((len(requested), 3), dtype=np.int64)
     for i, (node, candidate) in enumerate(zip(requested, best)):
         handle = int.from_bytes(os.urandom(8), "big") | 1
         handles[handle] = (node, candidate)
         handle_array[i] = handle
+        if candidate.valid:
+            sums[i] = left_sums(hist[i, candidate.feature], candidate.bin, candidate.default_left)
     rt.state["handles"] = handles
     gains = np.array([c.gain for c in best], dtype=np.float64)
-    return rt.state["channels"][0].seal(serde.encode(m.Candidates(msg.tree, gains, handle_array)))
+    return current.channel(0).seal(serde.encode(m.Candidates(msg.tree, gains, handle_array, sums)))
 
 
 def ecall_apply(rt, payload):
+    _role(rt, "passive")
     msg = _expect(payload, m.ApplyIn)
-    if msg.tree != rt.state["tree"]:
+    if msg.tree != rt.state.get("tree"):
         raise ProtocolError("split request for a tree that is not open")
     nodes, binned = rt.state["nodes"], rt.state["binned"]
     features, bins, directions, parents, lefts = [], [], [], [], []
@@ -186,7 +265,7 @@ def ecall_apply(rt, payload):
         column = binned[candidate.feature, rows]
         go_left = column <= candidate.bin
         if candidate.default_left:
-            go_left |= column == rt.state["max_bin"]
+            go_left |= column == session(rt).max_bin
         left = rows[go_left]
         nodes.split(int(node), int(left_id), int(right_id), left)
         features.append(candidate.feature)

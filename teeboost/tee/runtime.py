@@ -1,0 +1,125 @@
+"""Inside the enclave: the runtime enclave code receives, and the ecall loop.
+
+``EnclaveRuntime`` is the only object that can quote, seal or unseal; enclave programs get it
+as the first argument of every ``ecall_<name>``. The host never can: the loop below runs only
+the program's own ``ecall_`` functions, and the host's requests are length-prefixed byte
+frames (no pickle, nothing the host sends is ever executed or resolved as a name other than
+a declared entry point). This module is measured with the program (``tee.bootstrap``).
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any, Callable
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ..errors import EnclaveError, TeeboostError
+from .platform_file import read_platform_secrets
+from .quote import REPORT_DATA_BYTES, Quote
+from .sealing import seal, unseal
+
+__all__ = ["EnclaveRuntime", "serve", "OP_CALL", "OP_EXIT", "REPLY_OK", "REPLY_ERROR", "REPLY_READY"]
+
+BACKEND = "simulated"
+OP_CALL, OP_EXIT = 1, 2
+REPLY_OK, REPLY_ERROR, REPLY_READY = 0, 1, 2
+#: Errors whose class crosses the boundary by name; anything else becomes EnclaveError.
+_NAMED_ERRORS = ("IntegrityError", "EnclaveError", "AttestationError", "ProtocolError")
+
+
+class EnclaveRuntime:
+    """What enclave code can use: quotes, sealing bound to this measurement, private state."""
+
+    backend = BACKEND
+
+    def __init__(self, measurement: bytes, attestation_key: Ed25519PrivateKey, platform_id: bytes,
+                 sealing_secret: bytes, config: dict[str, Any]) -> None:
+        self.measurement = measurement
+        self.config = config
+        self.state: dict[str, Any] = {}  # enclave-private memory between ecalls
+        self._attestation_key = attestation_key
+        self._platform_id = platform_id
+        self._sealing_secret = sealing_secret
+
+    def quote(self, report_data: bytes, nonce: bytes) -> bytes:
+        if len(report_data) > REPORT_DATA_BYTES or len(nonce) != 32:
+            raise EnclaveError("report data must be <= 64 bytes and the nonce 32 bytes")
+        body = Quote(BACKEND, self.measurement, report_data.ljust(REPORT_DATA_BYTES, b"\0"), self._platform_id, nonce)
+        return body.signed(self._attestation_key).to_bytes()
+
+    def seal(self, data: bytes, context: bytes) -> bytes:
+        return seal(self._sealing_secret, self.measurement, data, context)
+
+    def unseal(self, blob: bytes, context: bytes) -> bytes:
+        return unseal(self._sealing_secret, self.measurement, blob, context)
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 22))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_frame(fd: int, body: bytes) -> None:
+    view = memoryview(len(body).to_bytes(8, "big") + body)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _error(kind: str, text: str) -> bytes:
+    name = kind.encode()
+    return bytes([REPLY_ERROR]) + len(name).to_bytes(2, "big") + name + text.encode("utf-8", "replace")
+
+
+def _load_program(program: bytes) -> dict[str, Callable]:
+    namespace: dict[str, Any] = {"__name__": "teeboost_enclave_program"}
+    exec(compile(program, "<enclave program>", "exec", dont_inherit=True), namespace)  # noqa: S102 - measured
+    return {k[len("ecall_"):]: v for k, v in namespace.items() if k.startswith("ecall_") and callable(v)}
+
+
+def serve(read_fd: int, write_fd: int, program: bytes, measurement: bytes, config: dict[str, Any],
+          platform_path: str) -> None:
+    """Load the program and answer ecalls until the host says exit or goes away."""
+    try:
+        key, platform_id, sealing_secret = read_platform_secrets(platform_path)
+        runtime = EnclaveRuntime(measurement, Ed25519PrivateKey.from_private_bytes(key), platform_id,
+                                 sealing_secret, config)
+        ecalls = _load_program(program)
+    except Exception as exc:  # report load failures (including unmeasured imports) to the host
+        _write_frame(write_fd, _error("EnclaveError", f"enclave failed to load: {type(exc).__name__}: {exc}"))
+        return
+    _write_frame(write_fd, bytes([REPLY_READY]) + measurement)
+    while True:
+        try:
+            size = int.from_bytes(_read_exact(read_fd, 8), "big")
+            body = _read_exact(read_fd, size)
+        except EOFError:
+            return
+        if not body or body[0] == OP_EXIT:
+            return
+        if body[0] != OP_CALL or len(body) < 3:
+            _write_frame(write_fd, _error("EnclaveError", "malformed ecall frame"))
+            continue
+        name_size = int.from_bytes(body[1:3], "big")
+        name = body[3:3 + name_size].decode("ascii", "replace")
+        handler = ecalls.get(name)
+        if handler is None:
+            _write_frame(write_fd, _error("EnclaveError", f"the enclave has no entry point {name!r}"))
+            continue
+        try:
+            result = handler(runtime, body[3 + name_size:])
+            _write_frame(write_fd, bytes([REPLY_OK]) + bytes(result or b""))
+        except TeeboostError as exc:
+            kind = type(exc).__name__ if type(exc).__name__ in _NAMED_ERRORS else "EnclaveError"
+            _write_frame(write_fd, _error(kind, str(exc)))
+        except Exception as exc:
+            detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            _write_frame(write_fd, _error("EnclaveError", f"ecall {name!r} failed inside the enclave: {detail}"))
