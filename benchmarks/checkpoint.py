@@ -45,7 +45,7 @@ def main() -> None:
     print(f"{'protocol':10s} {'no ckpt s':>10s} {'ckpt s':>8s} {'overhead':>9s} {'active ckpt':>12s} "
           f"{'passive ckpt':>13s} {'resume s':>9s} {'same model':>10s}")
     for protocol in args.protocols:
-        options = ProtocolOptions()
+        options = ProtocolOptions(allow_simulated_tee=True)
         work = Path(tempfile.mkdtemp(prefix="teeboost-ckpt-"))
         try:
             plain_times, ckpt_times = [], []

@@ -46,9 +46,9 @@ def runs(skip_secureboost: bool, with_ou: bool) -> list[tuple[str, str, Protocol
         out.append(("secureboost", "secureboost", ProtocolOptions()))
         if with_ou:
             out.append(("secureboost/ou", "secureboost", ProtocolOptions(scheme="ou")))
-    out += [("ntee", "ntee", ProtocolOptions()),
-            ("onetee", "onetee", ProtocolOptions()),
-            ("onetee/bins-once", "onetee", ProtocolOptions(onetee_bins_once=True))]
+    out += [("ntee", "ntee", ProtocolOptions(allow_simulated_tee=True)),
+            ("onetee", "onetee", ProtocolOptions(allow_simulated_tee=True)),
+            ("onetee/bins-once", "onetee", ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True))]
     return out
 
 

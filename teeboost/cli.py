@@ -22,7 +22,7 @@ from .config import BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
 from .data import PartyData, align_parties, read_csv, split_columns, train_test_rows
 from .datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, bundled_path, load_give_me_some_credit
-from .errors import DataError, TeeboostError
+from .errors import ConfigError, DataError, TeeboostError
 from .estimator import party_features
 from .federation import FederatedModel, train_local
 from .labels import encode_with_classes
@@ -75,6 +75,9 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
                         help="processes for big-integer work (default: one per core)")
     secure.add_argument("--aes-bits", type=int, choices=(128, 256), default=128,
                         help="AES-GCM key size of the enclaves' attested channels (ntee, onetee)")
+    secure.add_argument("--allow-simulated-tee", action="store_true",
+                        help="ntee, onetee: accept the simulated enclave backend and its quotes (no hardware "
+                             "isolation; the only backend on machines without SGX/TDX/SEV-SNP)")
     secure.add_argument("--onetee-bins-once", action="store_true",
                         help="1-TEE: passive parties send their bin assignments to the enclave once "
                              "instead of index sets per node (same information, fewer bytes)")
@@ -104,7 +107,7 @@ def _options(args: argparse.Namespace) -> ProtocolOptions:
     return ProtocolOptions(scheme=args.scheme, key_bits=args.key_bits, insecure_key_bits=args.insecure_key_bits,
                            pack_gradients=not args.no_pack_gradients, pack_bins=not args.no_pack_bins,
                            crypto_workers=args.crypto_workers, aes_bits=args.aes_bits,
-                           onetee_bins_once=args.onetee_bins_once)
+                           onetee_bins_once=args.onetee_bins_once, allow_simulated_tee=args.allow_simulated_tee)
 
 
 def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]:
@@ -349,10 +352,33 @@ def _cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tee_identity(args: argparse.Namespace) -> int:
+    from .tee.identity import PartyIdentity
+
+    if args.out.exists() or args.out.is_symlink():
+        raise ConfigError(f"{args.out} already exists; an identity key is never replaced (delete it first if you "
+                          "really mean to re-key this party, then update every party's [tee] identities)")
+    identity = PartyIdentity.generate()
+    identity.save(args.out)
+    print(identity.public_key.hex())
+    return 0
+
+
+def _cmd_tee_platform(args: argparse.Namespace) -> int:
+    from .tee.simulated import SimulatedPlatform
+
+    print(SimulatedPlatform.load_or_create(args.out).attestation_root.hex())
+    return 0
+
+
 def _cmd_party(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from .deploy.config import load_config
 
     config = load_config(args.config)
+    if args.allow_simulated_tee:
+        config.options = dataclasses.replace(config.options, allow_simulated_tee=True)
     if config.role == "passive":
         from .deploy.passive import serve_passive
 
@@ -540,8 +566,20 @@ def _parser() -> argparse.ArgumentParser:
     party.add_argument("--shutdown-peers", action="store_true", help="active: stop the passive parties afterwards")
     party.add_argument("--resume", action="store_true",
                        help="active: continue the interrupted run from every party's checkpoint")
+    party.add_argument("--allow-simulated-tee", action="store_true",
+                       help="accept simulated enclaves and quotes (as [tee] allow_simulated = true)")
     party.add_argument("--json", action="store_true")
     party.set_defaults(func=_cmd_party)
+    tee = sub.add_parser("tee", help="enclave set-up: a party's identity key, a simulated platform")
+    tee_sub = tee.add_subparsers(dest="tee_command", required=True)
+    identity = tee_sub.add_parser("identity", help="create this party's identity key (keep it secret) and print "
+                                                   "its public key for every party's [tee] identities")
+    identity.add_argument("--out", type=Path, required=True, help="key file to create (mode 0600; never replaced)")
+    identity.set_defaults(func=_cmd_tee_identity)
+    platform = tee_sub.add_parser("platform", help="create (or read) a simulated platform file and print its "
+                                                   "attestation public key for every party's [tee] trusted_roots")
+    platform.add_argument("--out", type=Path, required=True, help="platform file (created if missing)")
+    platform.set_defaults(func=_cmd_tee_platform)
     return parser
 
 
@@ -551,7 +589,7 @@ _DEMO_DEFAULTS = argparse.Namespace()
 def _init_demo_defaults() -> None:
     probe = argparse.ArgumentParser()
     _add_training_options(probe)
-    vars(_DEMO_DEFAULTS).update(vars(probe.parse_args([])))
+    vars(_DEMO_DEFAULTS).update(vars(probe.parse_args(["--allow-simulated-tee"])))  # the demo says so
 
 
 _init_demo_defaults()

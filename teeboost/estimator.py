@@ -9,12 +9,13 @@ The CLI calls exactly this code.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from .config import BoostParams
+from .config import BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
 from .data import PartyData, align_parties
 from .errors import ConfigError, DataError
@@ -46,8 +47,13 @@ class _VerticalBoost:
     _objectives: tuple[str, ...] = ()
 
     def __init__(self, protocol: str = "plain", *, transcript: str | Path | None = None,
-                 on_tree: Callable[[TreeProgress], None] | None = None, **params: Any) -> None:
+                 on_tree: Callable[[TreeProgress], None] | None = None, options: ProtocolOptions | None = None,
+                 allow_simulated_tee: bool = False, **params: Any) -> None:
+        """``allow_simulated_tee``: ntee/onetee run on the simulated enclave backend (no
+        hardware isolation) only when asked to."""
         self.protocol = protocol
+        self.options = dataclasses.replace(options or ProtocolOptions(), allow_simulated_tee=allow_simulated_tee) \
+            if allow_simulated_tee else (options or ProtocolOptions())
         self.transcript = transcript
         self.on_tree = on_tree
         self.params = BoostParams(**params)
@@ -59,7 +65,7 @@ class _VerticalBoost:
     def fit(self, active: PartyData, passive: list[PartyData],
             eval_set: tuple[PartyData, list[PartyData]] | None = None) -> "_VerticalBoost":
         model, run = train_local(active, passive, self.params, self.protocol, validation=eval_set,
-                                 transcript=self.transcript, on_tree=self.on_tree)
+                                 transcript=self.transcript, on_tree=self.on_tree, options=self.options)
         if model.active.ensemble.objective not in self._objectives:
             raise DataError(
                 f"{active.source}: the label looks like a {model.active.ensemble.objective} target; "

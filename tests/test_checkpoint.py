@@ -42,9 +42,9 @@ def interrupted_then_resumed(tmp_path, active, passives, params, protocol="plain
 @pytest.mark.parametrize("protocol, options", [
     ("plain", None),
     ("secureboost", ProtocolOptions(key_bits=512, insecure_key_bits=True)),
-    ("ntee", None),
-    ("onetee", None),
-    ("onetee", ProtocolOptions(onetee_bins_once=True)),
+    ("ntee", ProtocolOptions(allow_simulated_tee=True)),
+    ("onetee", ProtocolOptions(allow_simulated_tee=True)),
+    ("onetee", ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True)),
 ], ids=["plain", "secureboost", "ntee", "onetee", "onetee-bins-once"])
 def test_resumed_model_equals_uninterrupted(tmp_path, small_credit, protocol, options):
     active, passives = small_credit
@@ -132,7 +132,7 @@ def test_resume_names_missing_and_corrupt_checkpoints(tmp_path, small_credit):
         train_local(active, passives, PARAMS, checkpoint_dir=tmp_path, resume=True)
 
 
-BINS_ONCE = ProtocolOptions(onetee_bins_once=True)
+BINS_ONCE = ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True)
 
 
 def bins_records(path):
@@ -174,7 +174,7 @@ def test_cli_train_killed_and_resumed(tmp_path):
     import sys
     import time
 
-    args = ["--protocol", "ntee", "--n-trees", "10", "--max-depth", "3", "--subsample", "0.8"]
+    args = ["--protocol", "ntee", "--allow-simulated-tee", "--n-trees", "10", "--max-depth", "3", "--subsample", "0.8"]
 
     def command(model_dir, *extra):
         return [sys.executable, "-m", "teeboost.cli", "train", *args, "--model-dir", str(model_dir),

@@ -56,7 +56,8 @@ def test_console_script_demo_runs_in_a_fresh_process(tmp_path):
 
 @pytest.mark.parametrize("protocol, extra", [("ntee", []), ("onetee", ["--onetee-bins-once"])])
 def test_train_tee_protocols_say_simulated(tmp_path, capsys, protocol, extra):
-    assert main(["train", "--protocol", protocol, "--n-trees", "2", "--model-dir", str(tmp_path / "m"), *extra]) == 0
+    assert main(["train", "--protocol", protocol, "--allow-simulated-tee", "--n-trees", "2",
+                 "--model-dir", str(tmp_path / "m"), *extra]) == 0
     out = capsys.readouterr().out
     assert f"protocol        {protocol}" in out
     assert "enclaves        simulated backend" in out

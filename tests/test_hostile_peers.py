@@ -46,6 +46,8 @@ def hostile(monkeypatch, edit):
 
 def train(small_credit, protocol="plain", **kwargs):
     active, passives = small_credit
+    if protocol in ("ntee", "onetee") and kwargs.get("options") is None:
+        kwargs["options"] = ProtocolOptions(allow_simulated_tee=True)
     return train_local(active, passives, PARAMS, protocol, **kwargs)
 
 
@@ -250,7 +252,7 @@ def test_onetee_index_sets_naming_rows_beyond_the_data(monkeypatch, small_credit
         return replace(msg, index_rows=rows)
 
     sealed_lie(monkeypatch, "MaskedSums", edit)
-    with pytest.raises(ProtocolError, match="outside this tree's sample"):
+    with pytest.raises(ProtocolError, match="not the node's rows"):
         train(small_credit, "onetee")
 
 
@@ -264,7 +266,7 @@ def test_onetee_bins_once_lies(monkeypatch, small_credit, edit, match):
     assert n_bins[feature] < 31  # so bin 31 is out of range for it
     sealed_lie(monkeypatch, "BinsOnce", edit)
     with pytest.raises(ProtocolError, match=match):
-        train(small_credit, "onetee", options=ProtocolOptions(onetee_bins_once=True))
+        train(small_credit, "onetee", options=ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True))
 
 
 @pytest.mark.parametrize("protocol", ["ntee", "onetee"])

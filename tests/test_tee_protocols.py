@@ -14,9 +14,10 @@ from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 from .helpers import federated_descriptions
 
 PARAMS = BoostParams(n_trees=3, max_depth=3)
-VARIANTS = [("ntee", ProtocolOptions()), ("onetee", ProtocolOptions()),
-            ("onetee", ProtocolOptions(onetee_bins_once=True)), ("ntee", ProtocolOptions(aes_bits=256))]
+VARIANTS = [("ntee", ProtocolOptions(allow_simulated_tee=True)), ("onetee", ProtocolOptions(allow_simulated_tee=True)),
+            ("onetee", ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True)), ("ntee", ProtocolOptions(aes_bits=256, allow_simulated_tee=True))]
 IDS = ["ntee", "onetee", "onetee-bins-once", "ntee-aes256"]
+SIMULATED = ProtocolOptions(allow_simulated_tee=True)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_three_parties(credit_parties):
               for i, cols in ((1, [0, 1]), (2, [2, 3, 4]))]
     plain = train_local(active, halves, PARAMS)[0]
     for protocol in ("ntee", "onetee"):
-        model = train_local(active, halves, PARAMS, protocol)[0]
+        model = train_local(active, halves, PARAMS, protocol, options=SIMULATED)[0]
         assert federated_descriptions(model) == federated_descriptions(plain)
 
 
@@ -62,7 +63,7 @@ def test_transcript_holds_no_passive_bin_sums_or_scores(tmp_path, small_credit, 
     received = {name for kind, name in kinds if kind == RECEIVED}
     # everything the passive parties send back: acknowledgements, attestation handshakes,
     # sealed records, left instance sets, routing answers
-    assert received <= {"Ack", "HelloReply", "EnclaveHelloReply", "EnclaveHello", "EnclaveFinish",
+    assert received <= {"Ack", "HelloReply", "EnclaveHelloReply", "EnclaveHello", "EnclaveFinish", "EnclaveFinished",
                         "SealedMessage", "SplitReply", "RouteReply"}, received
     sealed = [r.message for r in records if isinstance(r.message, SealedMessage) and r.message.record]
     assert sealed
@@ -97,7 +98,7 @@ def test_tampered_sealed_record_is_refused(monkeypatch, small_credit, protocol, 
     active, passives = small_credit
     _tamper_sealed(monkeypatch, kind)
     with pytest.raises(IntegrityError):
-        train_local(active, passives, PARAMS, protocol)
+        train_local(active, passives, PARAMS, protocol, options=SIMULATED)
 
 
 def test_passive_party_refuses_an_enclave_with_unexpected_code(monkeypatch, small_credit):
@@ -108,6 +109,7 @@ def test_passive_party_refuses_an_enclave_with_unexpected_code(monkeypatch, smal
 
     active, passives = small_credit
     expected_other_code = [bytes(32)]
-    monkeypatch.setattr(onetee, "QuoteVerifier", lambda roots, measurements: QuoteVerifier(roots, expected_other_code))
+    monkeypatch.setattr(onetee, "QuoteVerifier",
+                        lambda roots, measurements, **kw: QuoteVerifier(roots, expected_other_code, **kw))
     with pytest.raises(ProtocolError, match="AttestationError: remote attestation failed"):
-        train_local(active, passives, PARAMS, "onetee")
+        train_local(active, passives, PARAMS, "onetee", options=SIMULATED)

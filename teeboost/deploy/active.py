@@ -30,10 +30,8 @@ from ..metrics import evaluate
 from ..model_files import load_active, save_models
 from ..parties.active import FederatedOracle
 from ..parties.psi import intersect_as_active
-from ..protocols.enclaves import ProtocolEnv
-from ..tee.simulated import SimulatedPlatform
 from ..transport.grpc_transport import GrpcChannel
-from .config import PartyConfig
+from .config import PartyConfig, protocol_env
 from .messages import Finish, PredictData, Setup, Shutdown
 
 __all__ = ["run_training", "run_prediction", "shutdown_peers"]
@@ -49,11 +47,6 @@ def connect(config: PartyConfig, connect_timeout: float | None = None) -> GrpcCh
         channel.close()
         raise
     return channel
-
-
-def _env(config: PartyConfig) -> ProtocolEnv:
-    platform = SimulatedPlatform.load_or_create(config.platform) if config.platform else None
-    return ProtocolEnv(config.options, platform, config.trusted_roots)
 
 
 def run_training(config: PartyConfig, *, transcript: Path | None = None,
@@ -101,7 +94,7 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
     setup = Setup(config.protocol, json.dumps(params.to_dict()), train, test, valid)
     channel.request_all({p: setup for p in channel.parties})
     names = {peer.index: peer.name for peer in config.peers}
-    model, run = train_active(aligned.take(train), channel, params, config.protocol, env=_env(config),
+    model, run = train_active(aligned.take(train), channel, params, config.protocol, env=protocol_env(config),
                               party_names=names,
                               validation=(aligned.take(valid), "valid") if valid.size else None,
                               transcript=transcript, on_tree=on_tree, checkpoint_dir=config.checkpoint_dir,

@@ -6,7 +6,9 @@
     [[peers]]  name, index, address                       (active)
     [training] protocol, test_size, and any BoostParams field  (active)
     [protocol] any ProtocolOptions field (scheme, key_bits, aes_bits, onetee_bins_once, ...)
-    [tee]      platform (simulated platform key file), trusted_roots (hex Ed25519 keys)
+    [tee]      platform (simulated platform key file), trusted_roots (hex Ed25519 keys),
+               identity (this party's identity key file), identities (every party's identity
+               public key in hex, by party index), allow_simulated (accept simulated enclaves)
     [network]  timeout, connect_timeout, max_message_mb, retries (resends while a peer is
                unreachable), recover_timeout (active: how long to wait for a lost passive party
                to come back before resuming from the checkpoints; 0 = stop at once),
@@ -18,16 +20,19 @@ Relative paths are relative to the config file. Errors name the file and the fie
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ..config import BoostParams, ProtocolOptions
 from ..errors import ConfigError
+from ..protocols.enclaves import ProtocolEnv
+from ..tee.identity import PartyIdentity
+from ..tee.simulated import SimulatedPlatform
 from ..transport.grpc_transport import DEFAULT_MAX_MESSAGE_BYTES, Peer
 from ..transport.tls import TlsFiles, party_name_ok
 
-__all__ = ["PartyConfig", "load_config"]
+__all__ = ["PartyConfig", "load_config", "protocol_env"]
 
 
 @dataclass
@@ -51,6 +56,8 @@ class PartyConfig:
     options: ProtocolOptions = field(default_factory=ProtocolOptions)
     platform: Path | None = None
     trusted_roots: tuple[bytes, ...] = ()
+    identity: Path | None = None
+    identities: tuple[bytes, ...] = ()
     timeout: float = 600.0
     connect_timeout: float = 30.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -70,6 +77,26 @@ def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ConfigError(f"{path}: [{where}] {key} = {value!r} must be {kind.__name__}")
     return value
+
+
+def _hex_keys(table: dict, key: str, path: Path) -> tuple[bytes, ...]:
+    values = table.get(key, [])
+    try:
+        keys = tuple(bytes.fromhex(v) for v in values)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{path}: [tee] {key} must be a list of hexadecimal Ed25519 public keys") from None
+    bad = [i for i, k in enumerate(keys) if len(k) != 32]
+    if bad:
+        raise ConfigError(f"{path}: [tee] {key}[{bad[0]}] is not a 32-byte (64 hex digit) Ed25519 public key")
+    return keys
+
+
+def protocol_env(config: PartyConfig) -> ProtocolEnv:
+    """What this party's side of a protocol is built from: options, and for TEE protocols its
+    simulated platform, its identity key and the pinned identities of every party."""
+    platform = SimulatedPlatform.load_or_create(config.platform) if config.platform else None
+    identity = PartyIdentity.load(config.identity) if config.identity else None
+    return ProtocolEnv(config.options, platform, config.trusted_roots, identity, config.identities)
 
 
 def load_config(path: str | Path) -> PartyConfig:
@@ -142,11 +169,16 @@ def load_config(path: str | Path) -> PartyConfig:
     tee = raw.get("tee", {})
     if "platform" in tee:
         config.platform = base / _get(tee, "platform", str, "tee", path=path)
-    roots = tee.get("trusted_roots", [])
-    try:
-        config.trusted_roots = tuple(bytes.fromhex(r) for r in roots)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{path}: [tee] trusted_roots must be hexadecimal Ed25519 public keys") from None
+    unknown = set(tee) - {"platform", "trusted_roots", "identity", "identities", "allow_simulated"}
+    if unknown:
+        raise ConfigError(f"{path}: [tee] has unknown field(s) {', '.join(sorted(unknown))}")
+    config.trusted_roots = _hex_keys(tee, "trusted_roots", path)
+    config.identities = _hex_keys(tee, "identities", path)
+    if "identity" in tee:
+        config.identity = base / _get(tee, "identity", str, "tee", path=path)
+    if "allow_simulated" in tee:
+        allow = _get(tee, "allow_simulated", bool, "tee", path=path)
+        config.options = replace(config.options, allow_simulated_tee=allow)
     network = raw.get("network", {})
     config.timeout = _get(network, "timeout", float, "network", 600.0, path=path)
     config.connect_timeout = _get(network, "connect_timeout", float, "network", 30.0, path=path)

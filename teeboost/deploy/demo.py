@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit
 from ..errors import TeeboostError
+from ..tee.identity import PartyIdentity
 from ..tee.simulated import SimulatedPlatform
 from ..transport.tls import create_federation_certs
 from .active import shutdown_peers
@@ -65,9 +66,10 @@ def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0
         files[name] = workdir / f"{name}.csv"
         part.to_csv(files[name], index=False)
     create_federation_certs(workdir / "certs", names)
-    roots = []
+    roots, identities = [], []
     for name in names:
         roots.append(SimulatedPlatform.load_or_create(workdir / f"platform-{name}.key").attestation_root.hex())
+        identities.append(PartyIdentity.load_or_create(workdir / f"identity-{name}.key").public_key.hex())
     configs = {}
     for k, name in enumerate(names):
         party = {"name": name, "role": "active" if k == 0 else "passive", "data": f"{name}.csv",
@@ -78,7 +80,9 @@ def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0
             party.update(index=k, listen="127.0.0.1:0")
         text = _table("party", party)
         text += _table("tls", {"ca": "certs/ca.pem", "cert": f"certs/{name}.pem", "key": f"certs/{name}.key"})
-        text += _table("tee", {"platform": f"platform-{name}.key", "trusted_roots": roots})
+        text += _table("tee", {"platform": f"platform-{name}.key", "trusted_roots": roots,
+                               "identity": f"identity-{name}.key", "identities": identities,
+                               "allow_simulated": True})  # the demo runs on the simulated backend
         text += _table("network", {"timeout": 300, "connect_timeout": 30})
         if k == 0:
             text += _table("training", {"protocol": "plain", **(training or {})})

@@ -25,9 +25,8 @@ from ..parties.messages import Ack
 from ..parties.passive import PassiveParty
 from ..parties.psi import PsiPassive, PsiRequest, PsiResult
 from ..protocols.enclaves import ProtocolEnv
-from ..tee.simulated import SimulatedPlatform
 from ..transport.grpc_transport import PartyServer
-from .config import PartyConfig
+from .config import PartyConfig, protocol_env
 from .messages import Finish, PredictData, Setup, Shutdown
 
 __all__ = ["PassiveService", "serve_passive"]
@@ -43,8 +42,7 @@ class PassiveService:
         self._positions: dict[str, int] | None = None
 
     def env(self) -> ProtocolEnv:
-        platform = SimulatedPlatform.load_or_create(self.config.platform) if self.config.platform else None
-        return ProtocolEnv(self.config.options, platform, self.config.trusted_roots)
+        return protocol_env(self.config)
 
     def handle(self, msg: Any) -> Any:
         if isinstance(msg, (PsiRequest, PsiResult)):

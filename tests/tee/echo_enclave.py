@@ -1,4 +1,6 @@
-"""Enclave program used by the runtime tests (loaded as source into a simulated enclave).
+"""TEST-ONLY enclave program used by the runtime tests (loaded as source into a simulated
+enclave). Unlike the production programs it exposes quoting and sealing as entry points, so
+tests can exercise the runtime's primitives; no production program does.
 
 Attestation policy: peers must run this same code (its own measurement) on a platform whose
 root is in the measured configuration.
@@ -12,9 +14,9 @@ from teeboost.tee.quote import QuoteVerifier
 
 
 def _verifier(rt):
-    roots = [bytes.fromhex(r) for r in rt.state["config"]["trusted_roots"]]
-    extra = [bytes.fromhex(m) for m in rt.state["config"].get("allowed_measurements", [])]
-    return QuoteVerifier(roots, [rt.measurement, *extra])
+    roots = [bytes.fromhex(r) for r in rt.config["trusted_roots"]]
+    extra = [bytes.fromhex(m) for m in rt.config.get("allowed_measurements", [])]
+    return QuoteVerifier(roots, [rt.measurement, *extra], allow_simulated=True)
 
 
 def ecall_echo(rt, payload):
@@ -75,3 +77,23 @@ def ecall_take_secret(rt, record):
 
 def ecall_secret_digest(rt, payload):
     return hashlib.sha256(rt.state["session_secret"]).digest()
+
+
+def _context_split(payload):
+    n = int.from_bytes(payload[:4], "big")
+    return payload[4:4 + n], payload[4 + n:]
+
+
+def ecall_test_quote(rt, payload):
+    """nonce (32 bytes) | report data"""
+    return rt.quote(payload[32:], payload[:32])
+
+
+def ecall_test_seal(rt, payload):
+    context, data = _context_split(payload)
+    return rt.seal(data, context)
+
+
+def ecall_test_unseal(rt, payload):
+    context, blob = _context_split(payload)
+    return rt.unseal(blob, context)

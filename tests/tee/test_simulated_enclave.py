@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from teeboost.errors import AttestationError, EnclaveError, IntegrityError
 from teeboost.tee.channel import ChannelInitiator
@@ -12,7 +13,19 @@ from teeboost.tee.quote import Quote, QuoteVerifier
 from teeboost.tee.simulated import SimulatedBackend, SimulatedPlatform
 
 PROGRAM = Path(__file__).with_name("echo_enclave.py")
-LIBRARIES = ("teeboost.tee.channel", "teeboost.tee.quote")
+
+
+def get_quote(enclave, report_data, nonce):
+    """Through the test-only program's entry point (production programs have none)."""
+    return enclave.ecall("test_quote", bytes(nonce) + bytes(report_data))
+
+
+def seal(enclave, data, context):
+    return enclave.ecall("test_seal", len(context).to_bytes(4, "big") + context + data)
+
+
+def unseal(enclave, blob, context):
+    return enclave.ecall("test_unseal", len(context).to_bytes(4, "big") + context + blob)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +35,7 @@ def backend():
 
 def code_for(backend, **config):
     config = {"trusted_roots": [backend.attestation_root.hex()], **config}
-    return EnclaveCode.from_file(PROGRAM, libraries=LIBRARIES, config=config)
+    return EnclaveCode.from_file(PROGRAM, config=config)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +45,7 @@ def enclave(backend):
 
 
 def party_verifier(backend, code):
-    return QuoteVerifier([backend.attestation_root], [code.measurement])
+    return QuoteVerifier([backend.attestation_root], [code.measurement], allow_simulated=True)
 
 
 def connect(enclave, verifier):
@@ -50,7 +63,7 @@ def test_happy_path_ecall_quote_and_channel(backend, enclave):
     assert "simulated" in enclave.describe()
     assert enclave.ecall("echo", b"hello") == b"hello"
     nonce = os.urandom(32)
-    quote = party_verifier(backend, code).verify(enclave.quote(b"report", nonce), nonce=nonce, report_data=b"report")
+    quote = party_verifier(backend, code).verify(get_quote(enclave, b"report", nonce), nonce=nonce, report_data=b"report")
     assert quote.backend == "simulated"
     channel = connect(enclave, party_verifier(backend, code))
     for message in (b"gradients", b"", os.urandom(100_000)):
@@ -64,16 +77,18 @@ def test_aes_256_channels(backend, enclave):
 
 def test_measurement_changes_with_one_byte_of_code_or_config(backend):
     code = code_for(backend)
-    changed = EnclaveCode(code.name, code.program.replace(b"echo:", b"echo;"), code.libraries, code.config)
+    changed = EnclaveCode(code.name, code.program.replace(b"echo:", b"echo;"), code.modules, code.config)
     assert changed.measurement != code.measurement
     assert code_for(backend, extra=1).measurement != code.measurement
-    assert EnclaveCode(code.name, code.program, (), code.config).measurement != code.measurement
+    patched = dict(code.modules)
+    patched["teeboost.tee.channel"] += b"\n# one more line\n"
+    assert EnclaveCode(code.name, code.program, patched, code.config).measurement != code.measurement
 
 
 def test_wrong_measurement_is_rejected(backend, enclave):
-    other = EnclaveCode("other", b"def ecall_x(rt, p):\n    return p\n", (), {})
+    other = EnclaveCode.from_source("other", b"def ecall_x(rt, p):\n    return p\n")
     with pytest.raises(AttestationError) as info:
-        connect(enclave, QuoteVerifier([backend.attestation_root], [other.measurement]))
+        connect(enclave, QuoteVerifier([backend.attestation_root], [other.measurement], allow_simulated=True))
     assert str(info.value) == "remote attestation failed"  # opaque
 
 
@@ -81,10 +96,9 @@ def test_forged_quote_is_rejected(backend, enclave):
     code = code_for(backend)
     nonce = os.urandom(32)
     verifier = party_verifier(backend, code)
-    genuine = Quote.from_bytes(enclave.quote(b"r", nonce))
-    impostor = SimulatedPlatform.create()  # signs with a key nobody trusts
-    forged = Quote("simulated", code.measurement, genuine.report_data, genuine.platform_id, nonce).signed(
-        impostor.attestation_key)
+    genuine = Quote.from_bytes(get_quote(enclave, b"r", nonce))
+    impostor = Ed25519PrivateKey.generate()  # a key nobody trusts
+    forged = Quote("simulated", code.measurement, genuine.report_data, genuine.platform_id, nonce).signed(impostor)
     with pytest.raises(AttestationError):
         verifier.verify(forged.to_bytes(), nonce=nonce, report_data=b"r")
     tampered = bytearray(genuine.to_bytes())
@@ -96,7 +110,7 @@ def test_forged_quote_is_rejected(backend, enclave):
 def test_stale_nonce_is_rejected(backend, enclave):
     verifier = party_verifier(backend, code_for(backend))
     old_nonce = os.urandom(32)
-    quote = enclave.quote(b"r", old_nonce)
+    quote = get_quote(enclave, b"r", old_nonce)
     with pytest.raises(AttestationError):
         verifier.verify(quote, nonce=os.urandom(32), report_data=b"r")
 
@@ -114,9 +128,9 @@ def test_report_data_must_bind_the_enclave_key(backend, enclave):
 def test_simulated_quotes_can_be_refused(backend, enclave):
     code = code_for(backend)
     nonce = os.urandom(32)
-    strict = QuoteVerifier([backend.attestation_root], [code.measurement], accept_simulated=False)
+    strict = QuoteVerifier([backend.attestation_root], [code.measurement])  # the default refuses them
     with pytest.raises(AttestationError):
-        strict.verify(enclave.quote(b"r", nonce), nonce=nonce, report_data=b"r")
+        strict.verify(get_quote(enclave, b"r", nonce), nonce=nonce, report_data=b"r")
 
 
 @pytest.fixture
@@ -194,18 +208,18 @@ def test_sealing_is_bound_to_measurement_and_survives_restart(tmp_path):
     backend = SimulatedBackend(SimulatedPlatform.load_or_create(platform_file))
     code = code_for(backend)
     with backend.load(code, label="first") as first:
-        blob = first.seal(b"model state", b"checkpoint-3")
+        blob = seal(first, b"model state", b"checkpoint-3")
         with pytest.raises(IntegrityError):
-            first.unseal(blob, b"checkpoint-4")  # context is authenticated
+            unseal(first, blob, b"checkpoint-4")  # context is authenticated
     restarted = SimulatedBackend(SimulatedPlatform.load_or_create(platform_file))
     with restarted.load(code, label="again") as again:
-        assert again.unseal(blob, b"checkpoint-3") == b"model state"
+        assert unseal(again, blob, b"checkpoint-3") == b"model state"
     with restarted.load(code_for(restarted, variant="other"), label="other") as other:
         with pytest.raises(IntegrityError):
-            other.unseal(blob, b"checkpoint-3")
+            unseal(other, blob, b"checkpoint-3")
     with SimulatedBackend().load(code, label="elsewhere") as elsewhere:  # another platform
         with pytest.raises(IntegrityError):
-            elsewhere.unseal(blob, b"checkpoint-3")
+            unseal(elsewhere, blob, b"checkpoint-3")
     assert oct(platform_file.stat().st_mode & 0o777) == "0o600"
 
 
