@@ -10,7 +10,7 @@ from teeboost.attack.guessing import accuracy_by_tolerance, approximate_deciles,
 from teeboost.attack.order import infer_bins, recovery
 from teeboost.attack.view import read_view
 from teeboost.cli import main
-from teeboost.config import BoostParams
+from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.core.binning import fit_bins
 from teeboost.data import split_columns
 from teeboost.federation import train_local
@@ -51,7 +51,8 @@ def test_exchangeable_samples_cannot_be_told_apart(tmp_path):
 def test_tee_transcripts_leave_nothing_to_infer(tmp_path, small_credit, protocol):
     active, passives = small_credit
     path = tmp_path / "run.tbt"
-    train_local(active, passives, BoostParams(n_trees=2), protocol, transcript=path)
+    train_local(active, passives, BoostParams(n_trees=2), protocol, transcript=path,
+                options=ProtocolOptions(allow_simulated_tee=True))
     view = read_view(path)
     assert not view.histograms and all(s.feature == -1 for s in view.splits)
     posterior = infer_bins(view, party=1, feature=0)  # age
