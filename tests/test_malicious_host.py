@@ -24,7 +24,7 @@ from teeboost.protocols import enclave_messages as em
 from teeboost.protocols import ntee, onetee
 from teeboost.protocols.enclaves import ProtocolEnv, enclave_code, init_message, run_context_of
 from teeboost.tee.channel import ChannelInitiator, party_statement
-from teeboost.tee.code import EnclaveCode, import_closure
+from teeboost.tee.code import EnclaveCode
 from teeboost.tee.identity import PartyIdentity
 from teeboost.tee.quote import QuoteVerifier
 from teeboost.tee.runtime import OP_CALL

@@ -13,7 +13,7 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "EnclaveInit", "run_context", "RunContextInfo", "PartyMeta", "LevelIn", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
+    "EnclaveInit", "run_context", "PartyMeta", "LevelIn", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
     "Chosen", "ApplyIn", "Applied", "TreeGradients", "Candidates",
     "pack_records", "unpack_records",
 ]
@@ -48,19 +48,6 @@ def run_context(protocol: str, run_id: str, max_bin: int, aes_bits: int, party_k
     for part in (protocol.encode(), run_id.encode(), str(max_bin).encode(), str(aes_bits).encode(), keys.tobytes()):
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.digest()
-
-
-@message
-@dataclass(frozen=True)
-class RunContextInfo:
-    """Active -> passive (1-TEE), in the clear: the run parameters the enclave was initialised
-    with, so the passive party can check them and recompute the context its quote binds."""
-
-    protocol: str
-    run_id: str
-    max_bin: int
-    aes_bits: int
-    party_keys: np.ndarray = array_field("uint8", 2)
 
 
 @message

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from teeboost.checkpoint import ActiveCheckpoint, active_checkpoint_file, passive_checkpoint_file
-from teeboost.config import BoostParams
+from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.data import PartyData, align_parties, train_test_rows
 from teeboost.deploy.active import shutdown_peers
 from teeboost.deploy.config import load_config
@@ -86,7 +86,7 @@ def uninterrupted_reference(workdir):
                                       for k in (1, 2)])
     train, _ = train_test_rows(active.n_rows, 0.3, 0)
     reference, _ = train_local(active.take(train), [p.take(train) for p in passives], BoostParams(**TRAINING),
-                               PROTOCOL)
+                               PROTOCOL, options=ProtocolOptions(allow_simulated_tee=True))
     return reference
 
 
