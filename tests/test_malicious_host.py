@@ -22,7 +22,7 @@ from teeboost.errors import AttestationError, ConfigError, EnclaveError, Integri
 from teeboost.federation import train_local
 from teeboost.protocols import enclave_messages as em
 from teeboost.protocols import ntee, onetee
-from teeboost.protocols.enclaves import ProtocolEnv, enclave_code, init_message, run_context_of
+from teeboost.protocols.enclaves import ProtocolEnv, criteria_tuple, enclave_code, init_message, run_context_of
 from teeboost.tee.channel import ChannelInitiator, party_statement
 from teeboost.tee.code import EnclaveCode
 from teeboost.tee.identity import PartyIdentity
@@ -64,7 +64,8 @@ class Federation:
 
     def channel_open(self, run_id: str | None = None, bins_once: bool = False) -> onetee.ChannelOpen:
         env = self.env(0)
-        return onetee.ChannelOpen(bins_once, run_id or self.run_id, 32, 128, env.keys_array())
+        return onetee.ChannelOpen(bins_once, run_id or self.run_id, 32, 128, list(criteria_tuple(SplitCriteria())),
+                                  env.keys_array())
 
 
 def passive_side(federation: Federation, index: int, small_credit):
@@ -228,7 +229,8 @@ def test_active_host_cannot_pose_as_a_passive_party(small_credit):
     with federation.onetee_enclave() as enclave:
         hello_side = ChannelInitiator(verifier=QuoteVerifier(forged_env.trusted_roots, [enclave.measurement],
                                                              allow_simulated=True),
-                                      context=run_context_of(forged_env, "onetee", federation.run_id, 32))
+                                      context=run_context_of(forged_env, "onetee", federation.run_id, 32,
+                                                             SplitCriteria()))
         reply = enclave.ecall("respond", (1).to_bytes(4, "big") + hello_side.hello())
         final, channel = hello_side.finish(reply)
         signature = impostor.identities[0].sign(party_statement("initiator", 1, hello_side.context,
@@ -248,7 +250,7 @@ def test_a_channel_is_set_up_once_per_run(small_credit):
         again = passive_side(federation, 1, small_credit)
         with pytest.raises(AttestationError, match="already set up"):
             connect_honest(enclave, again, 1, federation.channel_open())
-        with pytest.raises(AttestationError, match="already set up"):
+        with pytest.raises(EnclaveError, match="stopped after a failed ecall"):  # and it serves nothing more
             enclave.ecall("respond", (1).to_bytes(4, "big") + ChannelInitiator(verifier=QuoteVerifier([], [])).hello())
 
 
@@ -272,13 +274,13 @@ def test_ntee_passive_party_cannot_take_another_ones_slot():
         hello = active.ecall("hello", (1).to_bytes(4, "big"))  # the channel meant for party 1
         parts = em.unpack_records(active.ecall("finish_initiator", (1).to_bytes(4, "big") +
                                                passive2.ecall("respond", hello)))
-        context = run_context_of(env0, "ntee", federation.run_id, 32)
+        context = run_context_of(env0, "ntee", federation.run_id, 32, SplitCriteria())
         signature0 = federation.identities[0].sign(party_statement("initiator", 0, context, parts[1]))
         handshake_hash = passive2.ecall("finish_responder", em.pack_records({0: parts[0], 1: signature0}))
         signature2 = federation.identities[2].sign(party_statement("responder", 1, context, handshake_hash))
         with pytest.raises(AttestationError):
             active.ecall("confirm", (1).to_bytes(4, "big") + signature2)
-        with pytest.raises(ProtocolError, match="no attested channel"):
+        with pytest.raises(EnclaveError, match="stopped after a failed ecall"):  # and it serves nothing more
             active.ecall("gradients", serde.encode(em.GradientsIn(0, 20, 4, np.arange(4), np.ones(4, np.int64),
                                                                   np.ones(4, np.int64))))
 
@@ -541,8 +543,8 @@ def test_a_run_with_other_pinned_identities_is_refused(small_credit):
         with pytest.raises(AttestationError):
             honest.handle(onetee.ChannelAccept(enclave.ecall("respond", (1).to_bytes(4, "big") + hello.hello)))
     with pytest.raises(AttestationError, match="identity keys"):  # told the rogue keys, the party refuses at once
-        passive_side(federation, 1, small_credit).handle(onetee.ChannelOpen(False, federation.run_id, 32, 128,
-                                                                            rogue_env.keys_array()))
+        passive_side(federation, 1, small_credit).handle(onetee.ChannelOpen(
+            False, federation.run_id, 32, 128, list(criteria_tuple(SplitCriteria())), rogue_env.keys_array()))
 
 
 def test_honest_runs_still_grow_plains_trees(small_credit):
@@ -550,3 +552,84 @@ def test_honest_runs_still_grow_plains_trees(small_credit):
     reference = federated_descriptions(train_local(active, passives, PARAMS)[0])
     for protocol, options in (("ntee", SIMULATED), ("onetee", SIMULATED), ("onetee", BINS_ONCE)):
         assert federated_descriptions(train_local(active, passives, PARAMS, protocol, options=options)[0]) == reference
+
+
+# ---------------------------------------------------------------- found by the red team
+
+def test_ntee_passive_enclave_with_other_split_criteria_is_refused(monkeypatch, small_credit):
+    """A passive host initialises its own enclave with a negative lambda and no minimum child
+    weight (so that isolating single rows wins every node and reveals the largest gradients).
+    The criteria are part of the run context every quote binds: attestation fails."""
+    original = ntee.init_message
+
+    def rogue(protocol, role, party, criteria, max_bin, env, run_id):
+        if role == "passive":
+            criteria = SplitCriteria(reg_lambda=0.001, min_child_weight=0.0)
+        return original(protocol, role, party, criteria, max_bin, env, run_id)
+
+    monkeypatch.setattr(ntee, "init_message", rogue)
+    active, passives = small_credit
+    with pytest.raises(AttestationError):
+        train_local(active, passives, PARAMS, "ntee", options=SIMULATED)
+
+
+def test_enclave_refuses_out_of_range_split_criteria():
+    federation = Federation()
+    env = federation.env(0)
+    with env.backend().load(enclave_code("onetee_enclave.py", env.trusted_roots, env.options)) as enclave:
+        with pytest.raises(ProtocolError, match="out of range"):
+            enclave.ecall("init", init_message("onetee", "active", 0, SplitCriteria(reg_lambda=-0.999), 32, env, "r"))
+
+
+def test_a_peer_score_must_be_the_gain_of_its_promised_split():
+    from teeboost.core.gradients import GradientCodec
+    from teeboost.protocols.enclave_tree import CheckedTree
+
+    rows = np.arange(6)
+    tree = CheckedTree(0, 6, rows, np.array([4, -4, 4, -4, 4, -4]) * 1024, np.full(6, 1024), GradientCodec(10),
+                       SplitCriteria(min_child_weight=0.0))
+    tree.begin_level(0, np.array([0]), *(np.empty(0, np.int32),) * 3, np.empty(0, np.uint8))
+    honest = np.array([3 * 4 * 1024, 3 * 1024, 3], dtype=np.int64)  # rows 0, 2, 4 left
+    from teeboost.core.split import split_gains
+
+    true_gain = float(split_gains(honest, tree.totals(0), tree.codec, tree.criteria))
+    assert tree.check_gain(1, 0, true_gain, honest).gain == true_gain
+    with pytest.raises(ProtocolError, match="gain its split does not have"):
+        tree.check_gain(1, 0, true_gain * 1000, honest)
+
+
+def test_masked_gradients_altered_in_relay_are_detected_and_the_enclave_stops(monkeypatch, small_credit):
+    """The 1-TEE active host adds +1/-1 to two rows' masked gradients on the way to a passive
+    party (an equality oracle on bins, if the enclave's check answered per try): the party's
+    digest of what it received differs, the enclave refuses and then serves nothing more."""
+    original = onetee.OneTeeActive._send_gradients
+    captured = {}
+
+    def relay(self, tree_index, rows, gradients):
+        captured["enclave"] = self.enclave
+        real_request_all = self.channel.request_all
+
+        def tamper(requests):
+            def shift(g):
+                d = np.zeros(g.size, dtype=np.int64)
+                d[:2] = (1, -1)
+                return g + d.view(np.uint64)
+
+            requests = {p: replace(m, g=shift(m.g))
+                        if isinstance(m, onetee.MaskedGradients) else m for p, m in requests.items()}
+            return real_request_all(requests)
+
+        self.channel.request_all = tamper
+        try:
+            original(self, tree_index, rows, gradients)
+        finally:
+            self.channel.request_all = real_request_all
+
+    monkeypatch.setattr(onetee.OneTeeActive, "_send_gradients", relay)
+    monkeypatch.setattr(onetee.OneTeeActive, "close", lambda self: None)  # keep it to probe it afterwards
+    active, passives = small_credit
+    with pytest.raises(ProtocolError, match="altered on the way"):
+        train_local(active, passives, PARAMS, "onetee", options=SIMULATED)
+    with pytest.raises(EnclaveError, match="stopped after a failed ecall"):
+        captured["enclave"].ecall("mask", b"")
+    captured["enclave"].close()

@@ -13,7 +13,7 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "EnclaveInit", "run_context", "PartyMeta", "LevelIn", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
+    "EnclaveInit", "run_context", "row_set_digest", "masked_digest", "PartyMeta", "LevelIn", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
     "Chosen", "ApplyIn", "Applied", "TreeGradients", "Candidates",
     "pack_records", "unpack_records",
 ]
@@ -38,15 +38,33 @@ class EnclaveInit:
     party_keys: np.ndarray = array_field("uint8", 2)  # (parties, 32) Ed25519 public keys by party index
 
 
-def run_context(protocol: str, run_id: str, max_bin: int, aes_bits: int, party_keys: np.ndarray) -> bytes:
-    """SHA-256 of the attested run parameters: what a quote's report data binds besides the
-    channel key, and the context every sealed blob of the run is bound to."""
+def run_context(protocol: str, run_id: str, max_bin: int, aes_bits: int, party_keys: np.ndarray,
+                criteria: tuple[float, float, int, float]) -> bytes:
+    """SHA-256 of the attested run parameters (split criteria included: an enclave scoring by
+    other rules is another run): what a quote's report data binds besides the channel key, and
+    the context every sealed blob of the run is bound to."""
     keys = np.ascontiguousarray(party_keys, dtype=np.uint8)
     if keys.ndim != 2 or keys.shape[1] != 32 or keys.shape[0] < 2:
         raise ProtocolError("party identity keys must be 32 bytes each, one per party (at least two)")
     digest = hashlib.sha256(b"teeboost-run-context-v1")
-    for part in (protocol.encode(), run_id.encode(), str(max_bin).encode(), str(aes_bits).encode(), keys.tobytes()):
+    for part in (protocol.encode(), run_id.encode(), str(max_bin).encode(), str(aes_bits).encode(), keys.tobytes(),
+                 repr(tuple(float(c) for c in criteria)).encode()):
         digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.digest()
+
+
+def row_set_digest(rows: np.ndarray) -> bytes:
+    """SHA-256 of a row set: how a winning split's left rows are promised and then checked."""
+    return hashlib.sha256(np.ascontiguousarray(rows, dtype="<i8").tobytes()).digest()
+
+
+def masked_digest(tree: int, rows: np.ndarray, g: np.ndarray, h: np.ndarray) -> bytes:
+    """SHA-256 of one tree's masked gradients as produced (enclave) and as received (passive
+    party): the host that relays them cannot alter them unnoticed."""
+    digest = hashlib.sha256(b"teeboost-masked-gradients-v1" + int(tree).to_bytes(8, "big", signed=True))
+    for array in (np.ascontiguousarray(rows, dtype="<i8"), np.ascontiguousarray(g, dtype="<u8"),
+                  np.ascontiguousarray(h, dtype="<u8")):
+        digest.update(array.tobytes())
     return digest.digest()
 
 
@@ -119,6 +137,7 @@ class Candidates:
     gains: np.ndarray = array_field("float64", 1)
     handles: np.ndarray = array_field("uint64", 1)
     left_sums: np.ndarray = array_field("int64", 2)  # (nodes, 3): what the split sends left
+    left_digests: np.ndarray = array_field("uint8", 2)  # (nodes, 32): SHA-256 of the rows it sends left
 
 
 @message
@@ -205,6 +224,7 @@ class MaskedSums:
     sums: np.ndarray = array_field("uint64", 4)  # (built, features, width, 2)
     index_counts: np.ndarray = array_field("int64", 3)  # (built, features, width) or empty
     index_rows: np.ndarray = array_field("uint32", 1)  # rows of built nodes, by feature, by bin
+    gradients_digest: bytes  # masked_digest of the masked gradients this party received
 
 
 @message

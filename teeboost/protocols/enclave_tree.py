@@ -5,8 +5,9 @@ enclave does not take the host's word for rows, partitions or gains:
 - node rows are its own (root = the sampled rows it was given; children from announced
   partitions), never a row list from the host;
 - a partition is accepted only for a node the enclave chose to split, only if the left set
-  lies inside the node, and only if its exact (g, h, count) sums equal those of the split
-  that won (the passive enclave's, or the host's own claimed split);
+  lies inside the node, only if its exact (g, h, count) sums equal those of the split that
+  won, and, for a passive winner, only if its rows are exactly the rows that split sends left
+  (their SHA-256 was promised with the score);
 - the host's own candidates arrive as left sums; the enclave computes their gains itself from
   its own node totals with the one gain formula;
 - this level's nodes must be children created by the last accepted partitions.
@@ -22,6 +23,7 @@ from teeboost.core.gradients import GradientCodec
 from teeboost.core.nodes import NodeRows
 from teeboost.core.split import NodeBest, SplitCriteria, pick_global_best, split_gains
 from teeboost.errors import ProtocolError
+from teeboost.protocols.enclave_messages import row_set_digest
 from teeboost.protocols.partition import bits_to_subsets, check_rows
 
 __all__ = ["CheckedTree"]
@@ -43,7 +45,8 @@ class CheckedTree:
         self.nodes.set_root(rows)
         self._open = {0}  # nodes this level may ask about
         self._level: list[int] = []
-        self._chosen: dict[int, tuple[int, np.ndarray]] = {}  # node -> (winner, left sums it promised)
+        # node -> (winner, left sums it promised, SHA-256 of its left rows or None for the host's own)
+        self._chosen: dict[int, tuple[int, np.ndarray, bytes | None]] = {}
 
     def totals(self, node: int) -> np.ndarray:
         rows = self.nodes.rows(node)
@@ -60,23 +63,21 @@ class CheckedTree:
         if sorted(int(x) for x in split_nodes) != sorted(self._chosen):
             raise ProtocolError("the partitions announced are not those of the splits the enclave chose")
         parents = [self.nodes.rows(int(node)) for node in split_nodes]
-        created: set[int] = set()
-        for node, left_id, right_id, left in zip(split_nodes, split_lefts, split_rights,
-                                                  bits_to_subsets(parents, split_bits, "split announcement")):
-            node, left_id, right_id = int(node), int(left_id), int(right_id)
-            winner, promised = self._chosen.pop(node)
+        lefts = bits_to_subsets(parents, split_bits, "split announcement")
+        ids = [int(x) for x in split_lefts] + [int(x) for x in split_rights]
+        if len(set(ids)) != len(ids) or any(i in self.nodes for i in ids):
+            raise ProtocolError("the announced children reuse node ids")
+        for node, left in zip(split_nodes, lefts):  # every check before any change
+            winner, promised, digest = self._chosen[int(node)]
             actual = np.array([self.g[left].sum(), self.h[left].sum(), left.size], dtype=np.int64)
-            if not np.array_equal(actual, promised):
-                raise ProtocolError(f"the partition of node {node} is not the split party {winner} won "
-                                    "(its sums differ from the scored split)")
-            if left_id == right_id or left_id in self.nodes or right_id in self.nodes:
-                raise ProtocolError(f"children of node {node} reuse node ids")
-            self.nodes.split(node, left_id, right_id, left)
-            created |= {left_id, right_id}
-        if self._chosen:
-            raise ProtocolError("a chosen split was not partitioned")
+            if not np.array_equal(actual, promised) or (digest is not None and row_set_digest(left) != digest):
+                raise ProtocolError(f"the partition of node {int(node)} is not the split party {winner} won "
+                                    "(its rows differ from the scored split)")
+        for node, left_id, right_id, left in zip(split_nodes, split_lefts, split_rights, lefts):
+            self.nodes.split(int(node), int(left_id), int(right_id), left)
+        self._chosen = {}
         if n:
-            self._open = created
+            self._open = set(ids)
         level = [int(x) for x in nodes]
         if len(set(level)) != len(level) or not set(level) <= self._open:
             raise ProtocolError("this level's nodes are not leaves created by the last partitions")
@@ -97,19 +98,30 @@ class CheckedTree:
             out.append(NodeBest(gain, -1, -1, False))
         return out
 
-    def choose(self, candidates: list[list[tuple[int, NodeBest, np.ndarray]]]) -> tuple[np.ndarray, np.ndarray]:
-        """Winner per node (-1: none) and its gain; remembers what each winner promised."""
+    def choose(self, candidates: list[list[tuple[int, NodeBest, np.ndarray, bytes | None]]]
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Winner per node (-1: none) and its gain; remembers what each winner promised: left
+        sums, and for passive winners the digest of the exact left rows."""
         n = len(self._level)
         parties = np.full(n, -1, dtype=np.int32)
         gains = np.zeros(n, dtype=np.float64)
         for i, (node, options) in enumerate(zip(self._level, candidates)):
-            promised = {party: sums for party, _, sums in options}
-            winner = pick_global_best([(party, best) for party, best, _ in options])
+            promised = {party: (sums, digest) for party, _, sums, digest in options}
+            winner = pick_global_best([(party, best) for party, best, _, _ in options])
             if winner is None:
                 continue
             parties[i], gains[i] = winner[0], winner[1].gain
-            self._chosen[node] = (winner[0], np.asarray(promised[winner[0]], dtype=np.int64))
+            sums, digest = promised[winner[0]]
+            self._chosen[node] = (winner[0], np.asarray(sums, dtype=np.int64), digest)
         return parties, gains
+
+    def check_gain(self, party: int, index: int, claimed: float, left: np.ndarray) -> NodeBest:
+        """A peer's score must be the gain of the left sums it promised, by the one formula."""
+        gain = float(split_gains(np.asarray(left, dtype=np.int64), self.totals(self._level[index]), self.codec,
+                                 self.criteria))
+        if not (gain == claimed or (np.isneginf(gain) and np.isneginf(claimed))):
+            raise ProtocolError(f"party {party} scored node {self._level[index]} with a gain its split does not have")
+        return NodeBest(gain, -1, -1, False)
 
     @property
     def level(self) -> list[int]:

@@ -23,7 +23,7 @@ from ..tee.simulated import SimulatedBackend, SimulatedPlatform
 from ..transport import serde
 from . import enclave_messages as em
 
-__all__ = ["ProtocolEnv", "enclave_code", "init_message", "check_party_keys", "run_context_of"]
+__all__ = ["ProtocolEnv", "enclave_code", "init_message", "check_party_keys", "run_context_of", "criteria_tuple"]
 
 SIMULATED_HINT = ("only the simulated enclave backend is available here, and it gives no hardware protection; "
                   "accept it explicitly with --allow-simulated-tee, [tee] allow_simulated = true, or "
@@ -82,6 +82,11 @@ def init_message(protocol: str, role: str, party: int, criteria, max_bin: int, e
                                        run_id, env.keys_array()))
 
 
-def run_context_of(env: ProtocolEnv, protocol: str, run_id: str, max_bin: int) -> bytes:
+def criteria_tuple(criteria) -> tuple[float, float, int, float]:
+    return (float(criteria.reg_lambda), float(criteria.min_child_weight), int(criteria.min_samples_leaf),
+            float(criteria.min_split_gain))
+
+
+def run_context_of(env: ProtocolEnv, protocol: str, run_id: str, max_bin: int, criteria) -> bytes:
     """The run context an enclave initialised with these parameters binds."""
-    return em.run_context(protocol, run_id, max_bin, env.options.aes_bits, env.keys_array())
+    return em.run_context(protocol, run_id, max_bin, env.options.aes_bits, env.keys_array(), criteria_tuple(criteria))

@@ -28,7 +28,7 @@ from ..tee.channel import party_statement
 from ..transport import serde
 from ..transport.serde import array_field, message
 from . import enclave_messages as em
-from .enclaves import ProtocolEnv, check_party_keys, enclave_code, init_message, run_context_of
+from .enclaves import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message, run_context_of
 from .partition import SplitReply, SplitRequest
 from .scoring import ActiveSplitting, splits_from_winners
 
@@ -46,6 +46,7 @@ class EnclaveHello:
 
     hello: bytes
     run_id: str
+    criteria: list[float]  # reg_lambda, min_child_weight, min_samples_leaf, min_split_gain (the active party's)
     party_keys: np.ndarray = array_field("uint8", 2)
 
 
@@ -108,10 +109,10 @@ class NteeActive(ActiveSplitting):
         self.enclave = env.backend().load(code, label="active")
         self.enclave.ecall("init", init_message("ntee", "active", 0, criteria, max_bin, env, env.run_id))
         keys = env.keys_array()
-        context = run_context_of(env, "ntee", env.run_id, max_bin)
+        context = run_context_of(env, "ntee", env.run_id, max_bin, criteria)
         for party in self.channel.parties:
             hello = self.enclave.ecall("hello", party.to_bytes(4, "big"))
-            reply = self.channel.request(party, EnclaveHello(hello, env.run_id, keys))
+            reply = self.channel.request(party, EnclaveHello(hello, env.run_id, list(criteria_tuple(criteria)), keys))
             parts = em.unpack_records(self.enclave.ecall("finish_initiator", party.to_bytes(4, "big") + reply.reply))
             signature = identity.sign(party_statement("initiator", 0, context, parts[1]))
             finished = self.channel.request(party, EnclaveFinish(parts[0], signature, b""))
@@ -165,8 +166,12 @@ class NteePassive:
 
     def _start(self, msg: EnclaveHello) -> None:
         check_party_keys(self.env, msg.party_keys, "the active party")
+        if len(msg.criteria) != 4:
+            raise ProtocolError("the enclave hello must name four split criteria")
         self._run_id = msg.run_id
-        self.enclave.ecall("init", init_message("ntee", "passive", self.index, SplitCriteria.from_params(self.params),
+        self._criteria = SplitCriteria(float(msg.criteria[0]), float(msg.criteria[1]), int(msg.criteria[2]),
+                                       float(msg.criteria[3]))  # the active party's: its enclave binds them
+        self.enclave.ecall("init", init_message("ntee", "passive", self.index, self._criteria,
                                                 self.params.max_bin, self.env, msg.run_id))
         self.enclave.ecall("columns", serde.encode(em.EnclaveColumns(
             self.columns.bins.n_value_bins.astype(np.int64), self.columns.binned_by_feature.astype(np.uint16))))
@@ -179,7 +184,7 @@ class NteePassive:
             handshake_hash = self.enclave.ecall("finish_responder", em.pack_records({0: msg.final, 1: msg.signature}))
             if self._run_id is None:
                 raise ProtocolError("enclave handshake finished before it started")
-            context = run_context_of(self.env, "ntee", self._run_id, self.params.max_bin)
+            context = run_context_of(self.env, "ntee", self._run_id, self.params.max_bin, self._criteria)
             statement = party_statement("responder", self.index, context, handshake_hash)
             return EnclaveFinished(self.identity.sign(statement))
         if isinstance(msg, SealedMessage):

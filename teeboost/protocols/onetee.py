@@ -27,7 +27,7 @@ from ..tee.quote import QuoteVerifier
 from ..transport import serde
 from ..transport.serde import array_field, message
 from . import enclave_messages as em
-from .enclaves import ProtocolEnv, check_party_keys, enclave_code, init_message, run_context_of
+from .enclaves import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message
 from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, own_candidates
 from .partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
 from .ring import ring_bincount
@@ -48,6 +48,7 @@ class ChannelOpen:
     run_id: str
     max_bin: int
     aes_bits: int
+    criteria: list[float]
     party_keys: np.ndarray = array_field("uint8", 2)
 
 
@@ -98,7 +99,7 @@ class OneTeeActive(ActiveSplitting):
         for party in self.channel.parties:
             prefix = party.to_bytes(4, "big")
             hello = self.channel.request(party, ChannelOpen(self.bins_once, env.run_id, max_bin, env.options.aes_bits,
-                                                            keys))
+                                                            list(criteria_tuple(criteria)), keys))
             final = self.channel.request(party, ChannelAccept(self.enclave.ecall("respond", prefix + hello.hello)))
             if not isinstance(final, EnclaveFinish):
                 raise ProtocolError(f"party {party} did not finish the enclave handshake")
@@ -204,9 +205,12 @@ class OneTeePassive(PassiveScoring):
                                     f"aes_bits={msg.aes_bits}; this party uses {self.columns.bins.max_bin}, "
                                     f"{self._aes_bits}")
             self._bins_once = msg.send_bins
-            self._context = run_context_of(self.env, "onetee", msg.run_id, msg.max_bin)
+            if len(msg.criteria) != 4:
+                raise ProtocolError("the channel open must name four split criteria")
+            self._context = em.run_context("onetee", msg.run_id, msg.max_bin, msg.aes_bits, msg.party_keys,
+                                           tuple(msg.criteria))
             self._initiator = ChannelInitiator(verifier=self._verifier, aes_bits=self._aes_bits, context=self._context)
-            return EnclaveHello(self._initiator.hello(), msg.run_id, msg.party_keys)
+            return EnclaveHello(self._initiator.hello(), msg.run_id, list(msg.criteria), msg.party_keys)
         if isinstance(msg, ChannelAccept):
             if self._initiator is None:
                 raise ProtocolError("channel accept without a channel open")
@@ -236,6 +240,7 @@ class OneTeePassive(PassiveScoring):
             h = np.zeros(n_rows, dtype=np.uint64)
             g[rows], h[rows] = msg.g, msg.h
             self._masked = (g, h)
+            self._received = em.masked_digest(msg.tree, rows, msg.g, msg.h)
             self._cached = set()
             self._open_tree(msg.tree, check_rows(rows, n_rows, "gradient rows"))
             return Ack()
@@ -264,7 +269,7 @@ class OneTeePassive(PassiveScoring):
         self._cached = set(plan.build) | {d[0] for d in plan.derive}
         rows_blob = np.concatenate(index_rows) if index_rows else np.empty(0, dtype=np.uint32)
         frame = serde.encode(em.MaskedSums(self._tree, np.array(plan.build, dtype=np.int32), derived, sums,
-                                           counts, rows_blob))
+                                           counts, rows_blob, self._received))
         return SealedMessage(self._tree, "sums", self._channel.seal(frame))
 
     def _sealed_split(self, msg: SealedSplitRequest):

@@ -4,7 +4,9 @@
 as the first argument of every ``ecall_<name>``. The host never can: the loop below runs only
 the program's own ``ecall_`` functions, and the host's requests are length-prefixed byte
 frames (no pickle, nothing the host sends is ever executed or resolved as a name other than
-a declared entry point). This module is measured with the program (``tee.bootstrap``).
+a declared entry point). After any failed ecall the enclave answers nothing more, so a host
+cannot probe its checks one bit at a time. This module is measured with the program
+(``tee.bootstrap``).
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def serve(read_fd: int, write_fd: int, program: bytes, measurement: bytes, confi
         _write_frame(write_fd, _error("EnclaveError", f"enclave failed to load: {type(exc).__name__}: {exc}"))
         return
     _write_frame(write_fd, bytes([REPLY_READY]) + measurement)
+    stopped = ""  # after a failed ecall the enclave serves nothing more: no retry loop, no oracle
     while True:
         try:
             size = int.from_bytes(_read_exact(read_fd, 8), "big")
@@ -114,12 +117,18 @@ def serve(read_fd: int, write_fd: int, program: bytes, measurement: bytes, confi
         if handler is None:
             _write_frame(write_fd, _error("EnclaveError", f"the enclave has no entry point {name!r}"))
             continue
+        if stopped:
+            _write_frame(write_fd, _error("EnclaveError", f"the enclave stopped after a failed ecall ({stopped}); "
+                                                          "start a new one"))
+            continue
         try:
             result = handler(runtime, body[3 + name_size:])
             _write_frame(write_fd, bytes([REPLY_OK]) + bytes(result or b""))
         except TeeboostError as exc:
             kind = type(exc).__name__ if type(exc).__name__ in _NAMED_ERRORS else "EnclaveError"
+            stopped = f"{name}: {kind}"
             _write_frame(write_fd, _error(kind, str(exc)))
         except Exception as exc:
             detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            stopped = f"{name}: {type(exc).__name__}"
             _write_frame(write_fd, _error("EnclaveError", f"ecall {name!r} failed inside the enclave: {detail}"))

@@ -38,8 +38,8 @@ def code_for(backend, **config):
     return EnclaveCode.from_file(PROGRAM, config=config)
 
 
-@pytest.fixture(scope="module")
-def enclave(backend):
+@pytest.fixture
+def enclave(backend):  # one per test: an enclave stops serving after a failed check
     with backend.load(code_for(backend), label="test") as e:
         yield e
 
@@ -223,12 +223,15 @@ def test_sealing_is_bound_to_measurement_and_survives_restart(tmp_path):
     assert oct(platform_file.stat().st_mode & 0o777) == "0o600"
 
 
-def test_errors_inside_the_enclave_reach_the_host(enclave):
-    with pytest.raises(EnclaveError, match="deliberate failure"):
-        enclave.ecall("fail")
-    with pytest.raises(EnclaveError, match="no entry point"):
-        enclave.ecall("missing")
-    assert enclave.ecall("echo", b"still alive") == b"still alive"
+def test_errors_inside_the_enclave_reach_the_host_and_stop_it(backend):
+    with backend.load(code_for(backend), label="failing") as enclave:
+        with pytest.raises(EnclaveError, match="no entry point"):
+            enclave.ecall("missing")
+        assert enclave.ecall("echo", b"still alive") == b"still alive"  # an unknown name is no failure
+        with pytest.raises(EnclaveError, match="deliberate failure"):
+            enclave.ecall("fail")
+        with pytest.raises(EnclaveError, match="stopped after a failed ecall"):  # nothing more after a failure
+            enclave.ecall("echo", b"x")
 
 
 def test_enclave_process_crash_is_a_clear_error(backend):

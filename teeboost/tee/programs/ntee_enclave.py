@@ -18,7 +18,7 @@ import numpy as np
 from teeboost.core.gradients import EncodedGradients, GradientCodec
 from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.nodes import NodeRows
-from teeboost.core.split import NodeBest, best_splits, left_sums
+from teeboost.core.split import best_splits, left_sums
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
 from teeboost.protocols.enclave_session import session, start_session
@@ -170,7 +170,7 @@ def ecall_choose(rt, payload):
         raise ProtocolError("candidates for another level")
     own = tree.own_candidates(msg.own_valid, msg.own_left)
     n = len(own)
-    candidates = [[(0, best, msg.own_left[i])] for i, best in enumerate(own)]
+    candidates = [[(0, best, msg.own_left[i], None)] for i, best in enumerate(own)]
     handles = {}
     records = m.unpack_records(msg.records.tobytes())
     if sorted(records) != current.peers:
@@ -178,11 +178,11 @@ def ecall_choose(rt, payload):
     for party, record in records.items():
         theirs = _expect(current.channel(party).open(record), m.Candidates)
         if theirs.tree != msg.tree or theirs.gains.size != n or theirs.handles.size != n \
-                or theirs.left_sums.shape != (n, 3):
+                or theirs.left_sums.shape != (n, 3) or theirs.left_digests.shape != (n, 32):
             raise ProtocolError(f"party {party} sent candidates for another level")
         for i in range(n):
-            best = NodeBest(float(theirs.gains[i]), -1, -1, False)
-            candidates[i].append((party, best, theirs.left_sums[i]))
+            best = tree.check_gain(party, i, float(theirs.gains[i]), theirs.left_sums[i])
+            candidates[i].append((party, best, theirs.left_sums[i], theirs.left_digests[i].tobytes()))
             handles[(party, i)] = int(theirs.handles[i])
     parties, gains = tree.choose(candidates)
     chosen_handles = np.array([handles.get((int(p), i), 0) for i, p in enumerate(parties)], dtype=np.uint64)
@@ -238,15 +238,26 @@ def ecall_level_record(rt, record):
     handles = {}
     handle_array = np.zeros(len(requested), dtype=np.uint64)
     sums = np.zeros((len(requested), 3), dtype=np.int64)
+    digests = np.zeros((len(requested), 32), dtype=np.uint8)
     for i, (node, candidate) in enumerate(zip(requested, best)):
         handle = int.from_bytes(os.urandom(8), "big") | 1
         handles[handle] = (node, candidate)
         handle_array[i] = handle
         if candidate.valid:
             sums[i] = left_sums(hist[i, candidate.feature], candidate.bin, candidate.default_left)
+            digests[i] = np.frombuffer(m.row_set_digest(_left_rows(rt, node, candidate)), dtype=np.uint8)
     rt.state["handles"] = handles
     gains = np.array([c.gain for c in best], dtype=np.float64)
-    return current.channel(0).seal(serde.encode(m.Candidates(msg.tree, gains, handle_array, sums)))
+    return current.channel(0).seal(serde.encode(m.Candidates(msg.tree, gains, handle_array, sums, digests)))
+
+
+def _left_rows(rt, node, candidate):
+    rows = rt.state["nodes"].rows(int(node))
+    column = rt.state["binned"][candidate.feature, rows]
+    go_left = column <= candidate.bin
+    if candidate.default_left:
+        go_left |= column == session(rt).max_bin
+    return rows[go_left]
 
 
 def ecall_apply(rt, payload):
@@ -254,7 +265,7 @@ def ecall_apply(rt, payload):
     msg = _expect(payload, m.ApplyIn)
     if msg.tree != rt.state.get("tree"):
         raise ProtocolError("split request for a tree that is not open")
-    nodes, binned = rt.state["nodes"], rt.state["binned"]
+    nodes = rt.state["nodes"]
     features, bins, directions, parents, lefts = [], [], [], [], []
     for node, left_id, right_id, handle in zip(msg.nodes, msg.lefts, msg.rights, msg.handles):
         entry = rt.state["handles"].pop(int(handle), None)
@@ -262,11 +273,7 @@ def ecall_apply(rt, payload):
             raise ProtocolError("unknown or already used split handle")
         candidate = entry[1]
         rows = nodes.rows(int(node))
-        column = binned[candidate.feature, rows]
-        go_left = column <= candidate.bin
-        if candidate.default_left:
-            go_left |= column == session(rt).max_bin
-        left = rows[go_left]
+        left = _left_rows(rt, node, candidate)
         nodes.split(int(node), int(left_id), int(right_id), left)
         features.append(candidate.feature)
         bins.append(candidate.bin)

@@ -130,8 +130,10 @@ def ecall_mask(rt, payload):
     pad_g = np.zeros(msg.n_rows, dtype=np.uint64)
     pad_h = np.zeros(msg.n_rows, dtype=np.uint64)
     pad_g[msg.rows], pad_h[msg.rows] = pads[0], pads[1]
-    rt.state.update(tree=tree, pad_g=pad_g, pad_h=pad_h, cache={})
-    return serde.encode(m.MaskedGradientsIn(msg.g.view(np.uint64) + pads[0], msg.h.view(np.uint64) + pads[1]))
+    masked_g, masked_h = msg.g.view(np.uint64) + pads[0], msg.h.view(np.uint64) + pads[1]
+    rt.state.update(tree=tree, pad_g=pad_g, pad_h=pad_h, cache={},
+                    sent=m.masked_digest(msg.tree, tree.nodes.rows(0), masked_g, masked_h))
+    return serde.encode(m.MaskedGradientsIn(masked_g, masked_h))
 
 
 def _unmask_index_sets(rt, party, msg, i, node_rows, width):
@@ -150,11 +152,35 @@ def _unmask_index_sets(rt, party, msg, i, node_rows, width):
         if not np.array_equal(np.sort(rows), reference):
             raise ProtocolError(f"party {party}: index sets of node {msg.built[i]} name rows that are not the node's rows")
         bins = np.repeat(np.arange(width), counts[f])
+        _row_bins(rt, party, n_features)[f, rows] = bins
         out[f, :, 0] = (msg.sums[i, f, :, 0] - ring_bincount(bins, rt.state["pad_g"][rows], width)).view(np.int64)
         out[f, :, 1] = (msg.sums[i, f, :, 1] - ring_bincount(bins, rt.state["pad_h"][rows], width)).view(np.int64)
         out[f, :, 2] = counts[f]
         _check_truth(rt, party, bins, rows, out[f], width)
     return out
+
+
+def _row_bins(rt, party, n_features):
+    """Each row's bin per feature of ``party`` as learnt from its index sets (the root is always
+    built, so every sampled row is known): how the enclave knows a winner's exact left rows."""
+    held = rt.state.setdefault("row_bins", {})
+    n_rows = rt.state["pad_g"].size
+    if party not in held or held[party].shape != (n_features, n_rows):
+        held[party] = np.zeros((n_features, n_rows), dtype=np.uint16)
+    return held[party]
+
+
+def _left_digest(rt, party, node, best):
+    """SHA-256 of the rows the party's winning split sends left, computed here."""
+    binned = rt.state["bins"].get(party)
+    if binned is None:
+        binned = rt.state["row_bins"][party]
+    rows = rt.state["tree"].nodes.rows(node)
+    column = binned[best.feature, rows]
+    go_left = column <= best.bin
+    if best.default_left:
+        go_left |= column == session(rt).max_bin
+    return m.row_set_digest(rows[go_left])
 
 
 def _unmask_with_bins(rt, party, msg, i, rows, width):
@@ -186,6 +212,9 @@ def _party_histograms(rt, party, sums, nodes, width):
     if sums.tree != tree.tree or sums.sums.ndim != 4 or sums.sums.shape[:3] != (sums.built.size, n_features, width) \
             or sums.derived.ndim != 2 or sums.derived.shape[1] != 3:
         raise ProtocolError(f"party {party}: masked sums of the wrong shape or tree")
+    if sums.gradients_digest != rt.state["sent"]:
+        raise ProtocolError(f"party {party} summed other masked gradients than the enclave produced "
+                            "(altered on the way)")
     cache = rt.state["cache"].get(party, {})
     computed = {}
     for i, node in enumerate(int(n) for n in sums.built):
@@ -221,7 +250,7 @@ def ecall_choose(rt, payload):
     width = current.max_bin + 1
     nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
     own = tree.own_candidates(msg.own_valid, msg.own_left)
-    candidates = [[(0, best, msg.own_left[i])] for i, best in enumerate(own)]
+    candidates = [[(0, best, msg.own_left[i], None)] for i, best in enumerate(own)]
     records = m.unpack_records(msg.records.tobytes())
     if sorted(records) != current.peers:
         raise ProtocolError("sums must come from every passive party")
@@ -232,7 +261,8 @@ def ecall_choose(rt, payload):
         bests[party] = best_splits(hist, rt.state["meta"][party][1], tree.codec, current.criteria)
         for i, b in enumerate(bests[party]):
             left = left_sums(hist[i, b.feature], b.bin, b.default_left) if b.valid else np.zeros(3, dtype=np.int64)
-            candidates[i].append((party, NodeBest(b.gain, -1, -1, False), left))
+            digest = _left_digest(rt, party, nodes[i], b) if b.valid else None
+            candidates[i].append((party, NodeBest(b.gain, -1, -1, False), left, digest))
     parties, gains = tree.choose(candidates)
     won = {}
     for i, party in enumerate(parties):
