@@ -3,7 +3,9 @@
 Everything comes from the recorded file: its own gradients (notes), node instance sets
 (notes), per-bin sums of passive features (decrypted under SecureBoost, in the clear under
 plain; absent under N-TEE and 1-TEE), the splits passive parties won with their left instance
-sets, and, where the protocol reveals them, the winning (feature, bin).
+sets, where the protocol reveals them the winning (feature, bin), and the answers to the
+routing questions it asked about training rows left out of a tree's sample: each such answer
+puts one more row on one side of a passive cut, so it is merged into that cut's sides.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..parties.messages import GradientsNote, HelloReply, HistogramNote, NodeRowsNote, RunNote
+from ..parties.messages import GradientsNote, HelloReply, HistogramNote, NodeRowsNote, RouteReply, RouteRequest, RunNote
 from ..protocols import registry as _registry  # noqa: F401  (registers every message type)
 from ..protocols.onetee import SealedSplitRequest
 from ..protocols.partition import SplitReply, SplitRequest, bits_to_subsets, decode_row_sets
+
+#: Dataset name of the routing questions asked about training rows outside a tree's sample.
+TRAIN_DATASET = "train"
 from ..transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 
 __all__ = ["ActiveView", "TreeView", "PassiveSplit", "read_view"]
@@ -33,6 +38,9 @@ class TreeView:
 
 @dataclass
 class PassiveSplit:
+    """One passive cut: every training row known to be on its left or right, whether it was in
+    the node's sample (split reply) or was routed through the node later (routing answer)."""
+
     tree: int
     party: int
     node: int
@@ -41,6 +49,13 @@ class PassiveSplit:
     feature: int  # -1: not revealed to the active party
     bin: int
     default_left: bool | None
+    record: int = -1
+    routed: int = 0  # rows added from routing answers
+
+    def add_routed(self, rows: np.ndarray, go_left: np.ndarray) -> None:
+        self.left_rows = np.union1d(self.left_rows, rows[go_left])
+        self.right_rows = np.union1d(self.right_rows, rows[~go_left])
+        self.routed += int(rows.size)
 
 
 @dataclass
@@ -57,6 +72,8 @@ class ActiveView:
 def read_view(path: str | Path) -> ActiveView:
     view: ActiveView | None = None
     pending: dict[int, object] = {}
+    routing: dict[int, RouteRequest] = {}
+    by_record: dict[tuple[int, int], PassiveSplit] = {}
     bins: dict[int, np.ndarray] = {}
     for record in read_transcript(path):
         msg = record.message
@@ -88,10 +105,31 @@ def read_view(path: str | Path) -> ActiveView:
             known = isinstance(request, SplitRequest)
             for i, (node, parent, left) in enumerate(zip(request.nodes, parents, lefts)):
                 feature = int(request.features[i]) if known else -1
-                view.splits.append(PassiveSplit(
+                split = PassiveSplit(
                     request.tree, record.peer, int(node), left, np.setdiff1d(parent, left, assume_unique=True),
                     feature, int(request.bins[i]) if known and feature >= 0 else -1,
-                    bool(request.default_left[i]) if known and feature >= 0 else None))
+                    bool(request.default_left[i]) if known and feature >= 0 else None,
+                    int(msg.records[i]) if i < msg.records.size else -1)
+                view.splits.append(split)
+                by_record[(record.peer, split.record)] = split
+        elif record.kind == SENT and isinstance(msg, RouteRequest) and msg.dataset == TRAIN_DATASET:
+            routing[record.peer] = msg
+        elif record.kind == RECEIVED and isinstance(msg, RouteReply) and record.peer in routing:
+            _merge_routing(routing.pop(record.peer), msg, record.peer, by_record, view.n_rows)
     if view is None:
         raise ValueError(f"{path}: transcript has no run note")
     return view
+
+
+def _merge_routing(request: RouteRequest, reply: RouteReply, peer: int,
+                   by_record: dict[tuple[int, int], PassiveSplit], n_rows: int) -> None:
+    groups = decode_row_sets(request.encodings, request.offsets, request.payload, n_rows, "transcript routing")
+    total = int(sum(rows.size for rows in groups))
+    answers = np.unpackbits(reply.bits, count=total).astype(bool)
+    position = 0
+    for record, rows in zip(request.records.tolist(), groups):
+        go_left = answers[position:position + rows.size]
+        position += rows.size
+        split = by_record.get((peer, int(record)))
+        if split is not None:
+            split.add_routed(rows, go_left)
