@@ -1,0 +1,110 @@
+"""Which group of anonymous cuts is which feature, from public knowledge only.
+
+The active party knows the passive party's column names, each column's number of value bins
+(the handshake), the binning rule every party runs, and a rough public distribution of each
+column: its deciles, min and max, whether values are whole numbers, and its share of missing
+values (the stated assumption of the attack). A group of cuts on one feature shows three
+matching traits once ranked: the share of rows it flags as missing, how many distinct
+thresholds it uses (for many cuts, bins - 1), and the largest share of rows no threshold
+separates (a value most rows share shows as repeated deciles). Groups are matched
+to columns by the cheapest one-to-one assignment of those mismatches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from ..core.binning import fit_bins
+from .ranking import CutRanking
+
+__all__ = ["PublicFeature", "largest_atom", "expected_edges", "group_traits", "mismatch", "attribute"]
+
+#: Groups with fewer cuts carry too little to be told apart; they stay unattributed.
+MIN_GROUP_CUTS = 5
+_SIMULATED_ROWS = 20_000
+
+
+@dataclass(frozen=True)
+class PublicFeature:
+    """What the attacker is assumed to know about one passive column."""
+
+    name: str
+    deciles: np.ndarray  # 11 values: min, 10%, ..., 90%, max
+    missing_share: float
+    integer: bool
+    n_value_bins: int  # from the handshake, not an assumption
+
+    @classmethod
+    def from_sample(cls, name: str, sample: np.ndarray, n_value_bins: int, *, noise: float = 0.0,
+                    rng: np.random.Generator) -> "PublicFeature":
+        from .guessing import approximate_deciles
+
+        present = sample[~np.isnan(sample)]
+        return cls(name, approximate_deciles(sample, noise=noise, rng=rng), float(np.isnan(sample).mean()),
+                   bool(present.size and np.all(np.mod(present, 1) == 0)), int(n_value_bins))
+
+
+def largest_atom(feature: PublicFeature) -> float:
+    """Share of values equal to one value, as far as the deciles tell (runs of equal deciles)."""
+    runs = np.flatnonzero(np.diff(feature.deciles) == 0)
+    if runs.size == 0:
+        return 0.0
+    breaks = np.flatnonzero(np.diff(runs) > 1)
+    lengths = np.diff(np.concatenate([[-1], breaks, [runs.size - 1]]))
+    return float(lengths.max() + 1) / (feature.deciles.size - 1)
+
+
+def group_traits(ranking: CutRanking) -> tuple[float, int, float]:
+    """(missing share, distinct thresholds, largest share of present rows tied together)."""
+    levels = np.unique(ranking.thresholds[(ranking.thresholds > 0) & (ranking.thresholds < 1)])
+    placed = ranking.touched & ~ranking.missing
+    _, counts = np.unique(ranking.scores[placed], return_counts=True)
+    tie = float(counts.max() / placed.sum()) if counts.size else 1.0
+    return ranking.missing_share, int(levels.size), tie
+
+
+def expected_edges(feature: PublicFeature, max_bin: int) -> np.ndarray:
+    """Quantiles (among present values) of the bin edges the binning rule gives a column drawn
+    from the public distribution: even steps for a many-valued column, the jumps between
+    common values for a few-valued one."""
+    q = (np.arange(_SIMULATED_ROWS) + 0.5) / _SIMULATED_ROWS
+    values = np.interp(q, np.linspace(0, 1, feature.deciles.size), feature.deciles)
+    if feature.integer:
+        values = np.round(values)
+    cuts = fit_bins(values[:, None], max_bin).cuts[0]
+    return np.searchsorted(values, cuts, side="right") / values.size
+
+
+def mismatch(ranking: CutRanking, feature: PublicFeature, n_cuts: int, edges_at: np.ndarray | None = None) -> float:
+    """How badly a ranked group of ``n_cuts`` cuts fits a column: missing share off the public
+    one; distinct thresholds off those ``n_cuts`` random cuts would hit among bins - 1 edges;
+    fewer rows tied than the column's most common value forces, or more than few thresholds
+    explain; and, given the edges the column's public distribution implies, how far the
+    group's thresholds sit from them."""
+    missing, levels, tie = group_traits(ranking)
+    edges = max(feature.n_value_bins - 1, 1)
+    expected_levels = edges * (1 - (1 - 1 / edges) ** n_cuts)
+    atom = largest_atom(feature)
+    levels_at = np.unique(ranking.thresholds[(ranking.thresholds > 0) & (ranking.thresholds < 1)])
+    distance = 0.0
+    if edges_at is not None and edges_at.size and levels_at.size:
+        distance = float(np.abs(levels_at[:, None] - edges_at[None, :]).min(axis=1).mean()) * 20
+    return (distance + abs(missing - feature.missing_share) * 10
+            + abs(levels - expected_levels) / max(expected_levels, 1) * 3
+            + max(0.0, atom - tie - 0.1) * 5
+            + max(0.0, tie - max(atom, 2.5 / (levels + 1))) * 5)
+
+
+def attribute(rankings: list[CutRanking], sizes: list[int], features: list[PublicFeature],
+              max_bin: int) -> dict[int, int]:
+    """feature position -> group position, for the groups the assignment gives a column."""
+    candidates = [i for i, size in enumerate(sizes) if size >= MIN_GROUP_CUTS]
+    if not candidates or not features:
+        return {}
+    edges = [expected_edges(f, max_bin) for f in features]
+    cost = np.array([[mismatch(rankings[i], f, sizes[i], e) for f, e in zip(features, edges)] for i in candidates])
+    groups, columns = linear_sum_assignment(cost)
+    return {int(f): candidates[int(g)] for g, f in zip(groups, columns)}
