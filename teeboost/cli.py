@@ -407,10 +407,22 @@ def _cmd_party(args: argparse.Namespace) -> int:
 
 
 def _cmd_attack(args: argparse.Namespace) -> int:
-    from .attack.run import AttackTarget, run_attack, write_outputs
+    from .attack.report import write_outputs
+    from .attack.run import UPPER_BOUND, AttackTarget, ModelSize, run_sweep
 
-    if args.protocol not in PROTOCOLS:
-        raise DataError(f"protocol {args.protocol!r} is not implemented (available: {', '.join(sorted(PROTOCOLS))})")
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()] if args.protocols else [args.protocol]
+    for protocol in protocols:
+        if protocol not in PROTOCOLS:
+            raise DataError(f"protocol {protocol!r} is not implemented (available: {', '.join(sorted(PROTOCOLS))})")
+    params = _params(args)
+    sizes = ModelSize.parse_list(args.sweep) if args.sweep else [ModelSize(params.n_trees, params.max_depth)]
+    if args.transcript is not None and (len(protocols) > 1 or len(sizes) > 1):
+        raise DataError("--transcript attacks one recorded run: it cannot be combined with --sweep or several "
+                        "--protocols")
+    if args.transcript is not None and not args.transcript.is_file():
+        raise DataError(f"{args.transcript}: transcript not found")
+    if not 0 < args.known_labels < 1:
+        raise DataError(f"--known-labels {args.known_labels} must be a share between 0 and 1")
     targets = [AttackTarget.parse(t) for t in args.target]
     active, passives = _load_parties(args)
     aux = None
@@ -420,36 +432,49 @@ def _cmd_attack(args: argparse.Namespace) -> int:
         for target in targets:
             if target.feature not in frame.columns:
                 raise DataError(f"{args.aux}: auxiliary sample has no column {target.feature!r}")
-            aux[target.feature] = PartyData.from_frame(frame[[target.feature]], source=str(args.aux),
-                                                       check_constant=False).features[:, 0]
-    transcript = args.transcript if args.transcript is not None else None
-    if transcript is not None and not transcript.is_file():
-        raise DataError(f"{transcript}: transcript not found")
-    report = run_attack(active, passives, targets, _params(args), args.protocol, options=_options(args),
-                        transcript=transcript, aux=aux, aux_noise=args.aux_noise, out_dir=args.out,
-                        seed=args.random_state)
-    written = write_outputs(report, args.out)
-    report["files"] = [str(p) for p in written]
+        for name in frame.columns:
+            aux[str(name)] = PartyData.from_frame(frame[[name]], source=str(args.aux),
+                                                  check_constant=False).features[:, 0]
+
+    def show(report: dict) -> None:
+        if args.json:
+            return
+        simulated = ", enclaves simulated" if report["protocol"] in ("ntee", "onetee") else ""
+        print(f"\nattack on {report['protocol']}, {report['n_trees']} trees x depth {report['max_depth']} "
+              f"({report['n_attacked_rows']} training rows, {report['max_bin']} bins{simulated}; "
+              f"train {report['seconds']['train']:.1f} s, stage 1 {report['seconds']['stage1']:.1f} s)")
+        for feature, r in report["recovery"].items():
+            print(f"  {feature}: from {r['source']}: exact bin {100 * r['exact_share']:.1f}% "
+                  f"({r['wrongly_pinned_rows']} wrongly pinned), Spearman {r['spearman']:.3f}"
+                  + (f"; {r['missing_flagged']} of {r['missing_rows']} missing values flagged, "
+                     f"{r['present_flagged_missing']} present values flagged as missing (scored as misses)"
+                     if r["missing_rows"] or r["present_flagged_missing"] else ""))
+        for feature in report["recovery"]:
+            rows = [r for r in report["results"] if r["feature"] == feature]
+            tolerances = sorted({r["tolerance"] for r in rows})
+            print(f"  {feature}: share of {rows[0]['scored_rows']} rows with a value guessed within +-"
+                  + ", ".join(f"{t:g}" for t in tolerances))
+            for order in ("inferred", UPPER_BOUND):
+                for method in ("random_minmax", "attack_minmax", "random_approx", "attack_approx"):
+                    picked = [r for r in rows if r["order"] == order and r["method"] == method]
+                    if picked:
+                        label = f"{method} ({order})"
+                        print(f"    {label:<52}" + " ".join(f"{100 * r['accuracy']:6.1f}%" for r in picked))
+        for row in report["labels"]:
+            if row["role"] == "passive":
+                print(f"  labels inferred by passive party {row['party']}: AUC "
+                      + ", ".join(f"{k[4:].replace('_', ' ')} {v:.3f}" for k, v in row.items()
+                                  if k.startswith("auc_") and isinstance(v, float)))
+
+    reports = run_sweep(active, passives, targets, params, protocols, sizes, on_report=show, options=_options(args),
+                        transcript=args.transcript, aux=aux, aux_noise=args.aux_noise, out_dir=args.out,
+                        seed=args.random_state, upper_bound=args.upper_bound, known_labels=args.known_labels)
+    written = [Path(r["transcript"]) for r in reports if r["transcript_written"]] + write_outputs(reports, args.out)
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps({"reports": reports, "files": [str(p) for p in written]}))
         return 0
-    print(f"attack on {report['protocol']} ({report['n_attacked_rows']} training rows, {report['max_bin']} bins)"
-          + (", enclaves simulated" if args.protocol in ("ntee", "onetee") else ""))
-    for feature, r in report["recovery"].items():
-        print(f"  {feature}: stage 1 recovered {100 * r['exact_share']:.1f}% of bins exactly, mean |bin error| "
-              f"{r['mean_abs_bin_error']:.2f}, Spearman {r['spearman']:.3f} "
-              f"({r['constraints']} observed sums, {r['split_constraints']} threshold splits)")
-    for feature in report["recovery"]:
-        rows = [r for r in report["results"] if r["feature"] == feature]
-        tolerances = sorted({r["tolerance"] for r in rows})
-        print(f"\n  {feature}: share guessed within +-" + ", ".join(f"{t:g}" for t in tolerances))
-        for order in ("inferred", "true"):
-            for method in ("random_minmax", "attack_minmax", "random_approx", "attack_approx"):
-                picked = [r for r in rows if r["order"] == order and r["method"] == method]
-                if picked:
-                    label = f"{method} ({'true bin order: upper bound' if order == 'true' else order})"
-                    print(f"    {label:<48}" + " ".join(f"{100 * r['accuracy']:6.1f}%" for r in picked))
-    print("\nwrote " + ", ".join(report["files"]))
+    print("\nassumptions:\n" + "\n".join(f"  - {a}" for a in reports[0]["assumptions"]))
+    print("\nwrote:\n" + "\n".join(f"  {p}" for p in written))
     return 0
 
 
@@ -536,6 +561,13 @@ def _parser() -> argparse.ArgumentParser:
     attack.add_argument("--aux", type=Path, help="auxiliary public sample (CSV) for the approximate distribution")
     attack.add_argument("--aux-noise", type=float, default=0.0, help="relative noise added to its deciles")
     attack.add_argument("--out", type=Path, default=Path("teeboost-attack"), help="CSV and PNG output directory")
+    attack.add_argument("--sweep", metavar="TxD,TxD,...",
+                        help="model sizes to attack in turn, e.g. 5x3,10x4,20x5,50x6 (overrides --n-trees/--max-depth)")
+    attack.add_argument("--protocols", metavar="P,P,...", help="attack several protocols in turn (overrides --protocol)")
+    attack.add_argument("--upper-bound", action="store_true",
+                        help="also score the true bin order (the leakage profile's upper bound, not an attack)")
+    attack.add_argument("--known-labels", type=float, default=0.01, metavar="SHARE",
+                        help="share of rows whose labels a passive party attacking labels is assumed to know")
     attack.set_defaults(func=_cmd_attack)
     bench = sub.add_parser("bench", help="protocols side by side over sample sizes (resumable), CSV, plots, report")
     bench.add_argument("--rows", type=int, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 150_000])

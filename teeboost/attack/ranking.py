@@ -38,18 +38,19 @@ class CutRanking:
     interval: np.ndarray  # (rows, 2): first and last interval between sorted levels a row fits best
     n_levels: int  # distinct thresholds the placement used
 
+    @property
+    def missing_share(self) -> float:
+        return float(self.missing[self.touched].mean()) if self.touched.any() else 0.0
+
     def exact_bins(self, n_value_bins: int) -> np.ndarray:
-        """Bin of rows pinned to one interval, when the levels are exactly the bin edges
-        (as many as bins - 1); -1 elsewhere."""
+        """Bin of rows pinned to one interval when the levels are exactly the bin edges (the
+        handshake says there are bins - 1); -1 elsewhere. With more or fewer levels than edges,
+        which interval is which bin is a guess, not a finding."""
         out = np.full(self.scores.size, -1)
         if self.n_levels == n_value_bins - 1:
             pinned = (self.interval[:, 0] == self.interval[:, 1]) & self.touched & ~self.missing
             out[pinned] = self.interval[pinned, 0]
         return out
-
-    @property
-    def missing_share(self) -> float:
-        return float(self.missing[self.touched].mean()) if self.touched.any() else 0.0
 
 
 def _midranks(values: np.ndarray) -> np.ndarray:

@@ -1,14 +1,18 @@
-"""``teeboost attack``: train (or read a transcript), infer orders, guess values, report.
+"""``teeboost attack``: train (or read a transcript), infer orders, guess values, score.
 
 Rows are split in half: the federation trains on one half, which the attack targets; the
-other half, held out of training, supplies the approximate public distribution (unless
-``aux`` is given). Only stage 1 reads the transcript; the ground truth (raw values and the
-passive party's true bins) is used only to score the attack, as an auditor would.
+other half, held out of training, stands in for the public sample the attack assumes (its
+deciles, min/max, missing share; ``aux`` replaces it). Stage 1 (``infer``) gets the
+transcript's view and that public knowledge only. Ground truth (raw values, true bins,
+labels) enters afterwards, to score, as an auditor would.
+
+Every attacked row is scored: a row the attack wrongly flags as missing counts as a miss,
+and rows that truly have no value are reported apart (how many the attack flagged).
 """
 
 from __future__ import annotations
 
-import csv
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,11 +24,25 @@ from ..core.binning import fit_bins
 from ..data import PartyData, align_parties
 from ..errors import DataError
 from ..federation import train_local
-from .guessing import METHODS, accuracy_by_tolerance, approximate_deciles, guess
-from .order import infer_bins, recovery
+from ..metrics import spearman
+from .attribution import PublicFeature
+from .guessing import METHODS, accuracy_by_tolerance, guess
+from .infer import InferredOrder, infer_orders
+from .labels import label_attack, read_passive_view
 from .view import read_view
 
-__all__ = ["AttackTarget", "run_attack", "write_outputs"]
+__all__ = ["AttackTarget", "ModelSize", "run_attack", "run_sweep", "ASSUMPTIONS", "UPPER_BOUND"]
+
+#: Order name of the rows scored on the true bin order (``--upper-bound``).
+UPPER_BOUND = "true bin order (upper bound)"
+ASSUMPTIONS = (
+    "The active party knows each passive column's name, bin count (handshake) and the binning rule.",
+    "It knows a rough public distribution of each passive column: min, max and deciles, whether values are "
+    "whole numbers, and the share of missing values (here: the half of the rows held out of training, "
+    "or --aux).",
+    "A passive party attacking labels knows the labels of a small share of its rows (--known-labels) and "
+    "the public positive rate.",
+)
 
 
 @dataclass(frozen=True)
@@ -44,11 +62,31 @@ class AttackTarget:
         return cls(name, values)
 
 
-def run_attack(active: PartyData, passives: list[PartyData], targets: list[AttackTarget], params: BoostParams,
-               protocol: str, *, options: ProtocolOptions | None = None, transcript: Path | None = None,
-               aux: dict[str, np.ndarray] | None = None, aux_noise: float = 0.0, out_dir: Path,
-               seed: int = 0) -> dict[str, Any]:
-    passives = align_parties(active, passives)
+@dataclass(frozen=True)
+class ModelSize:
+    n_trees: int
+    max_depth: int
+
+    @classmethod
+    def parse_list(cls, text: str) -> list["ModelSize"]:
+        sizes = []
+        for item in text.split(","):
+            trees, sep, depth = item.strip().lower().partition("x")
+            try:
+                size = cls(int(trees), int(depth))
+            except ValueError:
+                raise DataError(f"--sweep {text!r}: each model size must look like TREESxDEPTH, e.g. 5x3,50x6") \
+                    from None
+            if not sep or size.n_trees < 1 or size.max_depth < 1:
+                raise DataError(f"--sweep {text!r}: {item.strip()!r} must be TREESxDEPTH with both >= 1")
+            sizes.append(size)
+        return sizes
+
+    def __str__(self) -> str:
+        return f"{self.n_trees}x{self.max_depth}"
+
+
+def _owners(passives: list[PartyData], targets: list[AttackTarget]) -> dict[str, tuple[int, int]]:
     owners = {}
     for index, party in enumerate(passives, start=1):
         for j, name in enumerate(party.feature_names):
@@ -57,6 +95,58 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
         if target.feature not in owners:
             raise DataError(f"--target {target.feature!r} is not a passive party's column "
                             f"(passive columns: {', '.join(owners)})")
+    return owners
+
+
+def _score_values(order: InferredOrder, target: AttackTarget, raw: np.ndarray, true_bins: np.ndarray,
+                  public: PublicFeature, rng: np.random.Generator, upper_bound: bool) -> list[dict[str, Any]]:
+    truly_present = ~np.isnan(raw)
+    guessed = ~order.missing  # rows the attack ranks and guesses a value for
+    low, high = float(public.deciles[0]), float(public.deciles[-1])
+    orders = {"inferred": (order.scores, guessed)}
+    if upper_bound:
+        orders[UPPER_BOUND] = (true_bins.astype(float), truly_present)
+    rows = []
+    for order_name, (scores, ranked) in orders.items():
+        for method in METHODS:
+            if order_name == UPPER_BOUND and method.startswith("random"):
+                continue  # random guesses ignore the order
+            values = np.full(raw.size, np.nan)
+            values[ranked] = guess(method, scores[ranked], low=low, high=high, deciles=public.deciles, rng=rng,
+                                   integer=public.integer)
+            scored = truly_present
+            error_free = np.where(np.isnan(values[scored]), np.inf, values[scored])
+            for tolerance, accuracy in zip(target.tolerances,
+                                           accuracy_by_tolerance(error_free, raw[scored], list(target.tolerances))):
+                rows.append({"feature": target.feature, "order": order_name, "method": method,
+                             "tolerance": tolerance, "accuracy": accuracy, "scored_rows": int(scored.sum())})
+    return rows
+
+
+def _recovery(order: InferredOrder, raw: np.ndarray, true_bins: np.ndarray) -> dict[str, Any]:
+    present = ~np.isnan(raw)
+    ranked = present & ~order.missing
+    return {
+        "source": order.source,
+        "exact_share": float((order.bins == true_bins).mean()),
+        "pinned_rows": int((order.bins >= 0).sum()),
+        "wrongly_pinned_rows": int(((order.bins >= 0) & (order.bins != true_bins)).sum()),
+        "spearman": spearman(order.scores[ranked], raw[ranked]),
+        "rows": int(raw.size),
+        "missing_rows": int((~present).sum()),
+        "missing_flagged": int((order.missing & ~present).sum()),
+        "present_flagged_missing": int((order.missing & present).sum()),
+        **order.detail,
+    }
+
+
+def run_attack(active: PartyData, passives: list[PartyData], targets: list[AttackTarget], params: BoostParams,
+               protocol: str, *, options: ProtocolOptions | None = None, transcript: Path | None = None,
+               aux: dict[str, np.ndarray] | None = None, aux_noise: float = 0.0, out_dir: Path,
+               seed: int = 0, upper_bound: bool = False, known_labels: float = 0.01) -> dict[str, Any]:
+    started = time.perf_counter()
+    passives = align_parties(active, passives)
+    owners = _owners(passives, targets)
     rng = np.random.default_rng(seed)
     order = rng.permutation(active.n_rows)
     train_rows = np.sort(order[: active.n_rows // 2])
@@ -64,89 +154,73 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
     train_active = active.take(train_rows)
     train_passives = [p.take(train_rows) for p in passives]
     out_dir.mkdir(parents=True, exist_ok=True)
-    if transcript is None:
-        transcript = out_dir / f"transcript-{protocol}.tbt"
+    trained = transcript is None
+    if trained:
+        transcript = out_dir / f"transcript-{protocol}-{params.n_trees}x{params.max_depth}.tbt"
         train_local(train_active, train_passives, params, protocol, options=options, transcript=transcript)
+    train_seconds = time.perf_counter() - started
     view = read_view(transcript)
     if view.n_rows != train_rows.size:
         raise DataError(f"{transcript}: recorded {view.n_rows} training rows; this data and split give "
                         f"{train_rows.size} (use the same data, split and random state)")
+
+    # public knowledge, per passive party: every column (attribution compares them all)
+    public: dict[int, list[PublicFeature]] = {}
+    for index, party in enumerate(passives, start=1):
+        n_bins = view.n_value_bins.get(index)
+        if n_bins is None:
+            raise DataError(f"{transcript}: no handshake with passive party {index}")
+        public[index] = []
+        for j, name in enumerate(party.feature_names):
+            sample = aux[name] if aux and name in aux else party.features[held_rows, j]
+            public[index].append(PublicFeature.from_sample(name, sample, int(n_bins[j]), noise=aux_noise, rng=rng))
+
+    stage1_started = time.perf_counter()
+    inferred: dict[str, InferredOrder] = {}
+    for index in sorted({owners[t.feature][0] for t in targets}):
+        wanted = [owners[t.feature][1] for t in targets if owners[t.feature][0] == index]
+        found = infer_orders(view, index, public[index], wanted)
+        for target in targets:
+            if owners[target.feature][0] == index:
+                inferred[target.feature] = found[owners[target.feature][1]]
+    stage1_seconds = time.perf_counter() - stage1_started
+
     results, recoveries = [], {}
-    for target in targets:
+    for target in targets:  # ground truth from here on: scoring only
         party, feature = owners[target.feature]
-        raw = train_passives[party - 1].features[:, feature]
-        bins = fit_bins(train_passives[party - 1].features, params.max_bin)
-        true_bins = bins.transform(train_passives[party - 1].features)[:, feature].astype(np.int64)
-        posterior = infer_bins(view, party, feature)
-        recoveries[target.feature] = {**recovery(posterior, true_bins, raw), "constraints": posterior.constraints,
-                                      "split_constraints": posterior.split_constraints}
-        present = ~np.isnan(raw) & ~posterior.likely_missing()
-        truth = raw[present]
-        source = aux[target.feature] if aux and target.feature in aux else \
-            passives[party - 1].features[held_rows, feature]
-        deciles = approximate_deciles(source, noise=aux_noise, rng=rng)
-        integer = bool(np.all(np.mod(source[~np.isnan(source)], 1) == 0))
-        low, high = float(np.nanmin(truth)), float(np.nanmax(truth))
-        scores = {"inferred": posterior.expected_value_bin()[present], "true": true_bins[present].astype(float)}
-        for order_name, score in scores.items():
-            for method in METHODS:
-                if order_name == "true" and method.startswith("random"):
-                    continue  # random guesses ignore the order
-                guesses = guess(method, score, low=low, high=high, deciles=deciles, rng=rng, integer=integer)
-                for tolerance, accuracy in zip(target.tolerances, accuracy_by_tolerance(guesses, truth,
-                                                                                      list(target.tolerances))):
-                    results.append({"feature": target.feature, "order": order_name, "method": method,
-                                    "tolerance": tolerance, "accuracy": accuracy})
-    return {"protocol": protocol, "n_attacked_rows": int(train_rows.size), "max_bin": params.max_bin,
-            "transcript": str(transcript), "results": results, "recovery": recoveries}
+        columns = train_passives[party - 1].features
+        raw = columns[:, feature]
+        true_bins = fit_bins(columns, params.max_bin).transform(columns)[:, feature].astype(np.int64)
+        recoveries[target.feature] = _recovery(inferred[target.feature], raw, true_bins)
+        results += _score_values(inferred[target.feature], target, raw, true_bins, public[party][feature], rng,
+                                 upper_bound)
+
+    labels = [{"party": 0, "role": "active", "note": "holds the labels"}]
+    label_rng = np.random.default_rng(seed + 1)
+    for index, party in enumerate(train_passives, start=1):
+        passive_view = read_passive_view(transcript, index)
+        labels.append({"party": index, "role": "passive",
+                       **label_attack(passive_view, party.features, train_active.labels, known_share=known_labels,
+                                      rng=label_rng)})
+    return {"protocol": protocol, "n_trees": params.n_trees, "max_depth": params.max_depth,
+            "n_attacked_rows": int(train_rows.size), "max_bin": params.max_bin, "transcript": str(transcript),
+            "transcript_written": trained, "assumptions": list(ASSUMPTIONS), "results": results,
+            "recovery": recoveries, "labels": labels,
+            "seconds": {"train": round(train_seconds, 2), "stage1": round(stage1_seconds, 2),
+                        "total": round(time.perf_counter() - started, 2)}}
 
 
-def write_outputs(report: dict[str, Any], out_dir: Path) -> list[Path]:
-    """results.csv, recovery.csv and one accuracy-vs-tolerance plot per feature."""
-    import matplotlib
+def run_sweep(active: PartyData, passives: list[PartyData], targets: list[AttackTarget], params: BoostParams,
+              protocols: list[str], sizes: list[ModelSize], *, on_report=None, **kwargs) -> list[dict[str, Any]]:
+    """One attack per (protocol, model size), each on its own freshly trained transcript."""
+    from dataclasses import replace
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    written = []
-    path = out_dir / "results.csv"
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["feature", "order", "method", "tolerance", "accuracy"])
-        writer.writeheader()
-        writer.writerows(report["results"])
-    written.append(path)
-    path = out_dir / "recovery.csv"
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["feature", "exact_share", "mean_abs_bin_error", "spearman"])
-        for feature, r in report["recovery"].items():
-            writer.writerow([feature, r["exact_share"], r["mean_abs_bin_error"], r["spearman"]])
-    written.append(path)
-    labels = {"random_minmax": "(i) random, min-max", "attack_minmax": "(ii) attack, min-max",
-              "random_approx": "(iii) random, approx. distribution", "attack_approx": "(iv) attack, approx. distribution"}
-    for feature in sorted({r["feature"] for r in report["results"]}):
-        fig, ax = plt.subplots(figsize=(6.5, 5.2))
-        for (order, method), style in (
-            (("inferred", "random_minmax"), ":"), (("inferred", "random_approx"), ":"),
-            (("inferred", "attack_minmax"), "-"), (("inferred", "attack_approx"), "-"),
-            (("true", "attack_minmax"), "--"), (("true", "attack_approx"), "--"),
-        ):
-            rows = [r for r in report["results"] if r["feature"] == feature and r["order"] == order
-                    and r["method"] == method]
-            if not rows:
-                continue
-            suffix = " [true bin order: leakage-profile upper bound]" if order == "true" else ""
-            ax.plot([r["tolerance"] for r in rows], [100 * r["accuracy"] for r in rows], style, marker="o",
-                    label=labels[method] + suffix)
-        ax.set_xlabel(f"tolerance (+- {feature})")
-        ax.set_ylabel("samples guessed within tolerance (%)")
-        ax.set_ylim(0, 100)
-        ax.set_title(f"{feature}: attack on {report['protocol']} ({report['max_bin']} bins)")
-        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = out_dir / f"attack-{report['protocol']}-{feature}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
-    return written
+    reports = []
+    for protocol in protocols:
+        for size in sizes:
+            report = run_attack(active, passives, targets, replace(params, n_trees=size.n_trees,
+                                                                    max_depth=size.max_depth), protocol, **kwargs)
+            reports.append(report)
+            if on_report is not None:
+                on_report(report)
+    return reports

@@ -1,6 +1,9 @@
 """The leakage-abuse attack: exact where the transcript determines bins, blind where it cannot."""
 
+import csv
+import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -8,6 +11,7 @@ import pytest
 
 from teeboost.attack.guessing import accuracy_by_tolerance, approximate_deciles, guess
 from teeboost.attack.order import infer_bins, recovery
+from teeboost.attack.run import AttackTarget, run_attack
 from teeboost.attack.view import read_view
 from teeboost.cli import main
 from teeboost.config import BoostParams, ProtocolOptions
@@ -47,19 +51,6 @@ def test_exchangeable_samples_cannot_be_told_apart(tmp_path):
     assert recovery(posterior, bins, values)["exact_share"] == 0.0
 
 
-@pytest.mark.parametrize("protocol", ["ntee", "onetee"])
-def test_tee_transcripts_leave_nothing_to_infer(tmp_path, small_credit, protocol):
-    active, passives = small_credit
-    path = tmp_path / "run.tbt"
-    train_local(active, passives, BoostParams(n_trees=2), protocol, transcript=path,
-                options=ProtocolOptions(allow_simulated_tee=True))
-    view = read_view(path)
-    assert not view.histograms and all(s.feature == -1 for s in view.splits)
-    posterior = infer_bins(view, party=1, feature=0)  # age
-    assert posterior.constraints == 0 and posterior.split_constraints == 0
-    assert np.allclose(posterior.probabilities, posterior.probabilities[0])  # uniform: nothing learnt
-
-
 def test_plain_transcript_orders_samples(tmp_path, small_credit):
     active, passives = small_credit
     path = tmp_path / "run.tbt"
@@ -86,13 +77,116 @@ def test_attack_cli_json_contract_and_files(tmp_path, capsys):
     code = main(["attack", "--protocol", "plain", "--target", "age:1,2", "--target", "MonthlyIncome:500,1000",
                  "--n-trees", "2", "--out", str(out), "--json"])
     assert code == 0
-    report = json.loads(capsys.readouterr().out)
-    assert {"results", "recovery"} <= set(report)
-    methods = {(r["order"], r["method"]) for r in report["results"]}
-    assert ("inferred", "attack_approx") in methods and ("true", "attack_approx") in methods
-    assert set(report["results"][0]) == {"feature", "order", "method", "tolerance", "accuracy"}
-    assert set(report["recovery"]["age"]) >= {"exact_share", "mean_abs_bin_error", "spearman"}
-    assert (out / "results.csv").is_file() and (out / "attack-plain-age.png").is_file()
+    printed = json.loads(capsys.readouterr().out)
+    (report,) = printed["reports"]
+    assert {"results", "recovery", "labels", "assumptions", "seconds"} <= set(report)
+    orders = {r["order"] for r in report["results"]}
+    assert orders == {"inferred"}  # the true order is scored only with --upper-bound
+    assert set(report["results"][0]) == {"feature", "order", "method", "tolerance", "accuracy", "scored_rows"}
+    assert set(report["recovery"]["age"]) >= {"exact_share", "spearman", "missing_rows", "missing_flagged"}
+    assert [row["role"] for row in report["labels"]] == ["active", "passive"]
+    files = [Path(f) for f in printed["files"]]
+    assert out / "transcript-plain-2x3.tbt" in files  # every file written is listed, transcripts too
+    assert all(f.is_file() for f in files)
+    assert {f.name for f in files} >= {"results.csv", "recovery.csv", "labels.csv", "assumptions.txt",
+                                       "attack-plain-2x3-age.png"}
+
+
+def test_upper_bound_rows_are_named_so_in_the_csv(tmp_path, capsys):
+    out = tmp_path / "attack"
+    assert main(["attack", "--protocol", "plain", "--target", "age:2", "--n-trees", "1", "--upper-bound",
+                 "--out", str(out)]) == 0
+    assert "true bin order (upper bound)" in capsys.readouterr().out
+    with open(out / "results.csv", encoding="utf-8") as handle:
+        orders = {row["order"] for row in csv.DictReader(handle)}
+    assert orders == {"inferred", "true bin order (upper bound)"}
+
+
+def test_every_row_is_scored_and_missing_values_are_reported_apart(tmp_path, small_credit):
+    active, passives = small_credit
+    report = run_attack(active, passives, [AttackTarget("MonthlyIncome", (1000.0,))], BoostParams(n_trees=3),
+                        "plain", out_dir=tmp_path)
+    income = passives[0].features[:, passives[0].feature_names.index("MonthlyIncome")]
+    trained = np.sort(np.random.default_rng(0).permutation(active.n_rows)[: active.n_rows // 2])
+    truth = income[trained]
+    rows = [r for r in report["results"] if r["feature"] == "MonthlyIncome"]
+    assert {r["scored_rows"] for r in rows} == {int((~np.isnan(truth)).sum())}  # every row with a value
+    recovery = report["recovery"]["MonthlyIncome"]
+    assert recovery["rows"] == truth.size and recovery["missing_rows"] == int(np.isnan(truth).sum()) > 0
+    assert 0 <= recovery["missing_flagged"] <= recovery["missing_rows"]
+
+
+def test_inference_never_reads_ground_truth(tmp_path, small_credit, monkeypatch):
+    """Same transcript, same public sample, different truth: stage 1 concludes exactly the same;
+    only the scores change. Stage 1's signature carries no truth at all."""
+    import inspect
+
+    from teeboost.attack import run as run_module
+    from teeboost.attack.infer import infer_orders
+
+    assert set(inspect.signature(infer_orders).parameters) == {"view", "party", "public", "targets"}
+    active, passives = small_credit
+    params = BoostParams(n_trees=12, max_depth=4)
+    options = ProtocolOptions(allow_simulated_tee=True)
+    seen = []
+
+    def recording(view, party, public, targets):
+        found = infer_orders(view, party, public, targets)
+        seen.append({f: (o.scores.copy(), o.missing.copy(), o.bins.copy()) for f, o in found.items()})
+        return found
+
+    monkeypatch.setattr(run_module, "infer_orders", recording)
+    target = [AttackTarget("age", (2.0,))]
+    first = run_attack(active, passives, target, params, "ntee", options=options, out_dir=tmp_path / "a")
+    transcript = Path(first["transcript"])
+    # the auditor's truth about the training rows, scrambled; the held-out (public) rows unchanged
+    trained = np.sort(np.random.default_rng(0).permutation(active.n_rows)[: active.n_rows // 2])
+    features = passives[0].features.copy()
+    features[trained] = features[np.random.default_rng(9).permutation(trained)]
+    scrambled = [dataclasses.replace(passives[0], features=features)]
+    second = run_attack(active, scrambled, target, params, "ntee", options=options, transcript=transcript,
+                        out_dir=tmp_path / "b")
+    for feature in seen[0]:
+        for a, b in zip(seen[0][feature], seen[1][feature]):
+            assert np.array_equal(a, b)
+    assert first["recovery"]["age"]["spearman"] != second["recovery"]["age"]["spearman"]
+
+
+def test_sweep_plots_leakage_against_model_size_for_each_protocol(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["attack", "--protocols", "plain,ntee", "--allow-simulated-tee", "--sweep", "1x2,2x2",
+                 "--target", "age:2", "--out", str(out), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [(r["protocol"], r["n_trees"]) for r in printed["reports"]] == [("plain", 1), ("plain", 2), ("ntee", 1),
+                                                                          ("ntee", 2)]
+    names = {Path(f).name for f in printed["files"]}
+    assert {"leakage-vs-size-age.png", "leakage-vs-size-labels.png", "transcript-ntee-2x2.tbt"} <= names
+
+
+def test_sweep_and_transcript_do_not_mix(tmp_path, capsys):
+    transcript = tmp_path / "run.tbt"
+    transcript.write_bytes(b"x")
+    assert main(["attack", "--sweep", "1x2,2x2", "--transcript", str(transcript), "--target", "age:2",
+                 "--out", str(tmp_path)]) == 2
+    assert "--transcript attacks one recorded run" in capsys.readouterr().err
+    assert main(["attack", "--sweep", "1x2,two", "--target", "age:2", "--out", str(tmp_path)]) == 2
+    assert "TREESxDEPTH" in capsys.readouterr().err
+
+
+def test_plots_stay_legible_for_column_names_no_installed_font_draws(tmp_path):
+    from teeboost.attack.report import _feature_label, file_slug, write_outputs
+
+    text, _ = _feature_label("年龄", 0)
+    assert "column 0" in text or text == "年龄"  # drawn with a font that has the glyphs, or by position
+    assert file_slug("年龄", 0) == "年龄" and file_slug("a/b c", 1) == "a_b_c" and file_slug("///", 2) == "column2"
+    report = {"protocol": "plain", "n_trees": 1, "max_depth": 1, "assumptions": ["x"],
+              "results": [{"feature": "年龄", "order": "inferred", "method": "attack_approx", "tolerance": 1.0,
+                           "accuracy": 0.5, "scored_rows": 10}],
+              "recovery": {"年龄": {"source": "bin sums", "exact_share": 0.1, "spearman": 0.5}},
+              "labels": [{"party": 0, "role": "active"}]}
+    written = write_outputs([report], tmp_path)
+    assert (tmp_path / "attack-plain-1x1-年龄.png") in written
+    assert "年龄" in (tmp_path / "results.csv").read_text(encoding="utf-8")
 
 
 def test_attack_refuses_a_non_passive_target(tmp_path, capsys):

@@ -1,0 +1,207 @@
+"""What an audit writes: CSVs (one row per measurement), the assumptions, and plots.
+
+Plots are meant to be read by the people whose columns were attacked, so a column name the
+installed fonts cannot draw (e.g. Chinese without a CJK font) is drawn with a font that can,
+or replaced by its position with the real name kept in the CSVs.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+from .guessing import METHODS
+
+__all__ = ["write_outputs", "file_slug"]
+
+_METHOD_LABELS = {
+    "random_minmax": "(i) random, min-max", "attack_minmax": "(ii) attack, min-max",
+    "random_approx": "(iii) random, approx. distribution", "attack_approx": "(iv) attack, approx. distribution",
+}
+_RESULT_FIELDS = ["protocol", "n_trees", "max_depth", "feature", "order", "method", "tolerance", "accuracy",
+                  "scored_rows"]
+_RECOVERY_FIELDS = ["protocol", "n_trees", "max_depth", "feature", "source", "exact_share", "pinned_rows",
+                    "wrongly_pinned_rows", "spearman", "rows", "missing_rows", "missing_flagged",
+                    "present_flagged_missing", "cuts", "cut_groups", "levels"]
+
+
+def file_slug(name: str, position: int) -> str:
+    """A file-name part for a column name: letters of any script kept, separators replaced."""
+    slug = re.sub(r"[^\w.-]+", "_", name, flags=re.UNICODE).strip("._")
+    return slug or f"column{position}"
+
+
+def _drawable(text: str):
+    """(text to draw, font properties or None): a font that has every glyph, else a fallback."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    def covers(path: str) -> bool:
+        try:
+            font = FT2Font(path)
+        except (OSError, RuntimeError):
+            return False
+        return all(font.get_char_index(ord(ch)) != 0 for ch in text if not ch.isspace())
+
+    default = font_manager.findfont(font_manager.FontProperties())
+    if covers(default):
+        return text, None
+    for entry in font_manager.fontManager.ttflist:
+        if covers(entry.fname):
+            return text, font_manager.FontProperties(fname=entry.fname)
+    return None, None
+
+
+def _feature_label(name: str, position: int):
+    text, font = _drawable(name)
+    return (text, font) if text is not None else (f"column {position} (name needs a font not installed; "
+                                                  f"see CSV)", None)
+
+
+def _key(report: dict[str, Any]) -> dict[str, Any]:
+    return {"protocol": report["protocol"], "n_trees": report["n_trees"], "max_depth": report["max_depth"]}
+
+
+def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def write_outputs(reports: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    results = [{**_key(r), **row} for r in reports for row in r["results"]]
+    written.append(_write_csv(out_dir / "results.csv", _RESULT_FIELDS, results))
+    recovery = [{**_key(r), "feature": f, **row} for r in reports for f, row in r["recovery"].items()]
+    written.append(_write_csv(out_dir / "recovery.csv", _RECOVERY_FIELDS, recovery))
+    labels = [{**_key(r), **row} for r in reports for row in r["labels"]]
+    label_fields = list(_key(reports[0])) + sorted({k for row in labels for k in row} - set(_key(reports[0])),
+                                                   key=lambda k: (k not in ("party", "role"), k))
+    written.append(_write_csv(out_dir / "labels.csv", label_fields, labels))
+    path = out_dir / "assumptions.txt"
+    path.write_text("\n".join(f"- {a}" for a in reports[0]["assumptions"]) + "\n", encoding="utf-8")
+    written.append(path)
+
+    features = list(dict.fromkeys(row["feature"] for row in results))
+    for report in reports:
+        for position, feature in enumerate(features):
+            label, font = _feature_label(feature, position)
+            fig, ax = plt.subplots(figsize=(6.5, 5.2))
+            for order in ("inferred", "true bin order (upper bound)"):
+                for method in METHODS:
+                    rows = [r for r in report["results"] if r["feature"] == feature and r["order"] == order
+                            and r["method"] == method]
+                    if not rows:
+                        continue
+                    style = "--" if order != "inferred" else (":" if method.startswith("random") else "-")
+                    suffix = " [true bin order: upper bound]" if order != "inferred" else ""
+                    ax.plot([r["tolerance"] for r in rows], [100 * r["accuracy"] for r in rows], style, marker="o",
+                            label=_METHOD_LABELS[method] + suffix)
+            ax.set_xlabel("tolerance (+-)")
+            ax.set_ylabel("rows guessed within tolerance (%)")
+            ax.set_ylim(0, 100)
+            ax.set_title(f"{label}: {report['protocol']}, {report['n_trees']} trees x depth {report['max_depth']}",
+                         fontproperties=font)
+            ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+            ax.grid(alpha=0.3)
+            fig.tight_layout()
+            path = out_dir / (f"attack-{report['protocol']}-{report['n_trees']}x{report['max_depth']}-"
+                              f"{file_slug(feature, position)}.png")
+            fig.savefig(path, dpi=120)
+            plt.close(fig)
+            written.append(path)
+
+    sizes = list(dict.fromkeys((r["n_trees"], r["max_depth"]) for r in reports))
+    if len(sizes) > 1:
+        written += _sweep_plots(plt, reports, sizes, features, out_dir)
+    return written
+
+
+def _sweep_plots(plt, reports, sizes, features, out_dir: Path) -> list[Path]:
+    written = []
+    protocols = list(dict.fromkeys(r["protocol"] for r in reports))
+    ticks = [f"{t}x{d}" for t, d in sizes]
+    x = list(range(len(sizes)))
+
+    def find(protocol, size):
+        for r in reports:
+            if r["protocol"] == protocol and (r["n_trees"], r["max_depth"]) == size:
+                return r
+        return None
+
+    for position, feature in enumerate(features):
+        label, font = _feature_label(feature, position)
+        tolerances = sorted({row["tolerance"] for r in reports for row in r["results"] if row["feature"] == feature})
+        tolerance = tolerances[len(tolerances) // 2]
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
+        baseline = []
+        for protocol in protocols:
+            accuracy, rank = [], []
+            for size in sizes:
+                r = find(protocol, size)
+                rows = [] if r is None else [row for row in r["results"] if row["feature"] == feature
+                                             and row["order"] == "inferred" and row["tolerance"] == tolerance]
+                pick = {row["method"]: row["accuracy"] for row in rows}
+                accuracy.append(100 * pick.get("attack_approx", float("nan")))
+                baseline.append(100 * pick.get("random_approx", float("nan")))
+                rank.append(float("nan") if r is None else r["recovery"][feature]["spearman"])
+            left.plot(x, accuracy, marker="o", label=protocol)
+            right.plot(x, rank, marker="o", label=protocol)
+        finite = [b for b in baseline if b == b]
+        if finite:
+            left.axhline(sum(finite) / len(finite), color="grey", linestyle=":",
+                         label="(iii) random draw from approx. distribution")
+        left.set_title(f"{label}: rows within +-{tolerance:g} (method iv)", fontproperties=font)
+        right.set_title(f"{label}: Spearman of inferred order", fontproperties=font)
+        for ax in (left, right):
+            ax.set_xticks(x, ticks)
+            ax.set_xlabel("model size (trees x depth)")
+            ax.grid(alpha=0.3)
+        left.set_ylim(0, 100)
+        left.set_ylabel("%")
+        right.set_ylim(-0.05, 1.0)
+        left.legend(fontsize=7)
+        fig.tight_layout()
+        path = out_dir / f"leakage-vs-size-{file_slug(feature, position)}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    passive_parties = sorted({row["party"] for r in reports for row in r["labels"] if row["role"] == "passive"})
+    for protocol in protocols:
+        for party in passive_parties:
+            values, own = [], []
+            for size in sizes:
+                r = find(protocol, size)
+                row = None if r is None else next((x for x in r["labels"] if x["party"] == party), None)
+                values.append(float("nan") if row is None or row.get("auc_transcript") is None
+                              else row["auc_transcript"])
+                own.append(float("nan") if row is None or row.get("auc_own_features") is None
+                           else row["auc_own_features"])
+            ax.plot(x, values, marker="o", label=f"{protocol}: passive party {party}, from what it saw")
+    if passive_parties and own:
+        ax.plot(x, own, ":", color="grey", label="its own features only")
+    ax.set_xticks(x, ticks)
+    ax.set_xlabel("model size (trees x depth)")
+    ax.set_ylabel("label AUC")
+    ax.set_ylim(0.4, 1.0)
+    ax.set_title("labels inferred by a passive party")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out_dir / "leakage-vs-size-labels.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+    return written
