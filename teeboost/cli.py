@@ -423,6 +423,8 @@ def _cmd_attack(args: argparse.Namespace) -> int:
         raise DataError(f"{args.transcript}: transcript not found")
     if not 0 < args.known_labels < 1:
         raise DataError(f"--known-labels {args.known_labels} must be a share between 0 and 1")
+    if not 0 <= args.known_values < 1:
+        raise DataError(f"--known-values {args.known_values} must be a share between 0 and 1")
     targets = [AttackTarget.parse(t) for t in args.target]
     active, passives = _load_parties(args)
     aux = None
@@ -468,7 +470,8 @@ def _cmd_attack(args: argparse.Namespace) -> int:
 
     reports = run_sweep(active, passives, targets, params, protocols, sizes, on_report=show, options=_options(args),
                         transcript=args.transcript, aux=aux, aux_noise=args.aux_noise, out_dir=args.out,
-                        seed=args.random_state, upper_bound=args.upper_bound, known_labels=args.known_labels)
+                        seed=args.random_state, upper_bound=args.upper_bound, known_labels=args.known_labels,
+                        known_values=args.known_values)
     written = [Path(r["transcript"]) for r in reports if r["transcript_written"]] + write_outputs(reports, args.out)
     if args.json:
         print(json.dumps({"reports": reports, "files": [str(p) for p in written]}))
@@ -568,6 +571,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="also score the true bin order (the leakage profile's upper bound, not an attack)")
     attack.add_argument("--known-labels", type=float, default=0.01, metavar="SHARE",
                         help="share of rows whose labels a passive party attacking labels is assumed to know")
+    attack.add_argument("--known-values", type=float, default=0.0, metavar="SHARE",
+                        help="share of rows whose true values of each attacked column the active party is assumed "
+                             "to know (names groups of anonymous cuts; default 0: blind)")
     attack.set_defaults(func=_cmd_attack)
     bench = sub.add_parser("bench", help="protocols side by side over sample sizes (resumable), CSV, plots, report")
     bench.add_argument("--rows", type=int, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 150_000])

@@ -78,22 +78,21 @@ def expected_edges(feature: PublicFeature, max_bin: int) -> np.ndarray:
     return np.searchsorted(values, cuts, side="right") / values.size
 
 
-def mismatch(ranking: CutRanking, feature: PublicFeature, n_cuts: int, edges_at: np.ndarray | None = None) -> float:
-    """How badly a ranked group of ``n_cuts`` cuts fits a column: missing share off the public
-    one; distinct thresholds off those ``n_cuts`` random cuts would hit among bins - 1 edges;
-    fewer rows tied than the column's most common value forces, or more than few thresholds
-    explain; and, given the edges the column's public distribution implies, how far the
-    group's thresholds sit from them."""
+def mismatch(ranking: CutRanking, feature: PublicFeature, edges_at: np.ndarray | None = None) -> float:
+    """How badly a ranked group fits a column. Missing values: the share the group flags against
+    the public share. More thresholds than the column has
+    bin edges cannot be. A value most rows share forces a tie at least that large, and few
+    thresholds explain only so large a tie otherwise. Thresholds must sit near the edges the
+    column's public distribution implies."""
     missing, levels, tie = group_traits(ranking)
     edges = max(feature.n_value_bins - 1, 1)
-    expected_levels = edges * (1 - (1 - 1 / edges) ** n_cuts)
     atom = largest_atom(feature)
     levels_at = np.unique(ranking.thresholds[(ranking.thresholds > 0) & (ranking.thresholds < 1)])
     distance = 0.0
     if edges_at is not None and edges_at.size and levels_at.size:
         distance = float(np.abs(levels_at[:, None] - edges_at[None, :]).min(axis=1).mean()) * 20
     return (distance + abs(missing - feature.missing_share) * 10
-            + abs(levels - expected_levels) / max(expected_levels, 1) * 3
+            + max(0, levels - edges) / edges * 3
             + max(0.0, atom - tie - 0.1) * 5
             + max(0.0, tie - max(atom, 2.5 / (levels + 1))) * 5)
 
@@ -101,10 +100,13 @@ def mismatch(ranking: CutRanking, feature: PublicFeature, n_cuts: int, edges_at:
 def attribute(rankings: list[CutRanking], sizes: list[int], features: list[PublicFeature],
               max_bin: int) -> dict[int, int]:
     """feature position -> group position, for the groups the assignment gives a column."""
-    candidates = [i for i, size in enumerate(sizes) if size >= MIN_GROUP_CUTS]
+    # the largest groups, one per column at most: a big group left unnamed would otherwise cost
+    # nothing, and splinters would win columns by fitting loosely
+    ranked = sorted((i for i, size in enumerate(sizes) if size >= MIN_GROUP_CUTS), key=lambda i: -sizes[i])
+    candidates = ranked[: len(features)]
     if not candidates or not features:
         return {}
     edges = [expected_edges(f, max_bin) for f in features]
-    cost = np.array([[mismatch(rankings[i], f, sizes[i], e) for f, e in zip(features, edges)] for i in candidates])
+    cost = np.array([[mismatch(rankings[i], f, e) for f, e in zip(features, edges)] for i in candidates])
     groups, columns = linear_sum_assignment(cost)
     return {int(f): candidates[int(g)] for g, f in zip(groups, columns)}

@@ -31,7 +31,7 @@ class InferredOrder:
 
     scores: np.ndarray  # larger score, larger value; compared only within the feature
     missing: np.ndarray  # rows the attack believes have no value
-    bins: np.ndarray  # exact bin where the transcript pins it, else -1
+    bins: np.ndarray  # bin where the transcript pins it (max_bin: missing), else -1
     source: str  # "bin sums", "revealed cuts", "grouped cuts" or "nothing"
     detail: dict = field(default_factory=dict)
 
@@ -45,7 +45,6 @@ def _from_histograms(view: ActiveView, party: int, feature: int) -> InferredOrde
     determined = posterior.determined()
     bins = np.where(determined, posterior.probabilities.argmax(axis=1), -1)
     missing = posterior.likely_missing()
-    bins[missing] = -1
     return InferredOrder(posterior.expected_value_bin(), missing, bins, "bin sums",
                          {"observed_sums": posterior.constraints, "threshold_splits": posterior.split_constraints})
 
@@ -87,9 +86,32 @@ def _join_split_features(cuts, groups: list[np.ndarray], rankings: list[CutRanki
     return groups, rankings
 
 
-def infer_orders(view: ActiveView, party: int, public: list[PublicFeature],
-                 targets: list[int]) -> dict[int, InferredOrder]:
-    """feature position (in ``party``'s columns) -> inferred order, for each of ``targets``."""
+def _attribute_by_known(rankings: list[CutRanking], sizes: list[int], known: dict[int, tuple[np.ndarray, np.ndarray]],
+                        mapping: dict[int, int]) -> dict[int, int]:
+    """With a few known values of a column, its group is the one whose order agrees with them
+    best (rank correlation above 0.3); columns without known values keep the blind choice."""
+    from ..metrics import spearman
+
+    out = dict(mapping)
+    for feature, (rows, values) in known.items():
+        present = ~np.isnan(values)
+        if present.sum() < 5:
+            continue
+        fits = [(spearman(r.scores[rows[present]], values[present]) if size >= 2 else -1.0, i)
+                for i, (r, size) in enumerate(zip(rankings, sizes))]
+        best, group = max(fits)
+        if best > 0.3:
+            out = {f: g for f, g in out.items() if g != group}
+            out[feature] = group
+    return out
+
+
+def infer_orders(view: ActiveView, party: int, public: list[PublicFeature], targets: list[int],
+                 known: dict[int, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[int, InferredOrder]:
+    """feature position (in ``party``'s columns) -> inferred order, for each of ``targets``.
+
+    ``known`` is optional side knowledge the attack may be assumed to have: for some columns,
+    the true values of a few rows (rows, values); it only helps name cut groups."""
     out: dict[int, InferredOrder] = {}
     has_sums = any(note.party == party for note in view.histograms)
     if has_sums:
@@ -111,6 +133,8 @@ def infer_orders(view: ActiveView, party: int, public: list[PublicFeature],
     if not revealed:
         group_list, rankings = _join_split_features(cuts, group_list, rankings)
         mapping = attribute(rankings, [g.size for g in group_list], public, view.max_bin)
+        if known:
+            mapping = _attribute_by_known(rankings, [g.size for g in group_list], known, mapping)
     for feature in targets:
         if feature not in mapping:
             out[feature] = _nothing(view.n_rows)
@@ -119,8 +143,10 @@ def infer_orders(view: ActiveView, party: int, public: list[PublicFeature],
         ranking = rankings[group]
         missing_share, levels, tie = group_traits(ranking)
         n_value_bins = int(view.n_value_bins[party][feature])
+        bins = ranking.exact_bins(n_value_bins)
+        bins[ranking.missing] = view.max_bin  # the missing-value bin
         out[feature] = InferredOrder(
-            ranking.scores, ranking.missing, ranking.exact_bins(n_value_bins), source,
+            ranking.scores, ranking.missing, bins, source,
             {"cuts": int(group_list[group].size), "cut_groups": len(group_list), "levels": levels,
              "flagged_missing_share": missing_share, "largest_tie": tie, "iterations": ranking.iterations})
     return out

@@ -43,6 +43,8 @@ ASSUMPTIONS = (
     "A passive party attacking labels knows the labels of a small share of its rows (--known-labels) and "
     "the public positive rate.",
 )
+KNOWN_VALUES = ("With --known-values: the active party also knows the true values of that share of rows for each "
+                "attacked column (e.g. customers whose age it knows); they only serve to name groups of cuts.")
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,8 @@ def _recovery(order: InferredOrder, raw: np.ndarray, true_bins: np.ndarray) -> d
 def run_attack(active: PartyData, passives: list[PartyData], targets: list[AttackTarget], params: BoostParams,
                protocol: str, *, options: ProtocolOptions | None = None, transcript: Path | None = None,
                aux: dict[str, np.ndarray] | None = None, aux_noise: float = 0.0, out_dir: Path,
-               seed: int = 0, upper_bound: bool = False, known_labels: float = 0.01) -> dict[str, Any]:
+               seed: int = 0, upper_bound: bool = False, known_labels: float = 0.01,
+               known_values: float = 0.0) -> dict[str, Any]:
     started = time.perf_counter()
     passives = align_parties(active, passives)
     owners = _owners(passives, targets)
@@ -175,11 +178,21 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
             sample = aux[name] if aux and name in aux else party.features[held_rows, j]
             public[index].append(PublicFeature.from_sample(name, sample, int(n_bins[j]), noise=aux_noise, rng=rng))
 
+    # side knowledge the attack may be granted (--known-values): a few rows' true values
+    known: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    if known_values > 0:
+        count = max(5, int(round(known_values * train_rows.size)))
+        known_rng = np.random.default_rng(seed + 2)
+        for target in targets:
+            party, feature = owners[target.feature]
+            rows = np.sort(known_rng.choice(train_rows.size, size=min(count, train_rows.size), replace=False))
+            known.setdefault(party, {})[feature] = (rows, train_passives[party - 1].features[rows, feature].copy())
+
     stage1_started = time.perf_counter()
     inferred: dict[str, InferredOrder] = {}
     for index in sorted({owners[t.feature][0] for t in targets}):
         wanted = [owners[t.feature][1] for t in targets if owners[t.feature][0] == index]
-        found = infer_orders(view, index, public[index], wanted)
+        found = infer_orders(view, index, public[index], wanted, known.get(index))
         for target in targets:
             if owners[target.feature][0] == index:
                 inferred[target.feature] = found[owners[target.feature][1]]
@@ -204,7 +217,8 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
                                       rng=label_rng)})
     return {"protocol": protocol, "n_trees": params.n_trees, "max_depth": params.max_depth,
             "n_attacked_rows": int(train_rows.size), "max_bin": params.max_bin, "transcript": str(transcript),
-            "transcript_written": trained, "assumptions": list(ASSUMPTIONS), "results": results,
+            "transcript_written": trained, "known_values": known_values,
+            "assumptions": list(ASSUMPTIONS) + ([KNOWN_VALUES] if known_values > 0 else []), "results": results,
             "recovery": recoveries, "labels": labels,
             "seconds": {"train": round(train_seconds, 2), "stage1": round(stage1_seconds, 2),
                         "total": round(time.perf_counter() - started, 2)}}

@@ -124,14 +124,15 @@ def test_inference_never_reads_ground_truth(tmp_path, small_credit, monkeypatch)
     from teeboost.attack import run as run_module
     from teeboost.attack.infer import infer_orders
 
-    assert set(inspect.signature(infer_orders).parameters) == {"view", "party", "public", "targets"}
+    assert set(inspect.signature(infer_orders).parameters) == {"view", "party", "public", "targets", "known"}
     active, passives = small_credit
     params = BoostParams(n_trees=12, max_depth=4)
     options = ProtocolOptions(allow_simulated_tee=True)
     seen = []
 
-    def recording(view, party, public, targets):
-        found = infer_orders(view, party, public, targets)
+    def recording(view, party, public, targets, known=None):
+        assert known is None  # blind attack: no side knowledge either
+        found = infer_orders(view, party, public, targets, known)
         seen.append({f: (o.scores.copy(), o.missing.copy(), o.bins.copy()) for f, o in found.items()})
         return found
 
