@@ -471,13 +471,16 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     reports = run_sweep(active, passives, targets, params, protocols, sizes, on_report=show, options=_options(args),
                         transcript=args.transcript, aux=aux, aux_noise=args.aux_noise, out_dir=args.out,
                         seed=args.random_state, upper_bound=args.upper_bound, known_labels=args.known_labels,
-                        known_values=args.known_values)
+                        known_values=args.known_values, reuse_transcripts=args.reuse_transcripts)
     written = [Path(r["transcript"]) for r in reports if r["transcript_written"]] + write_outputs(reports, args.out)
+    reused = [r["transcript"] for r in reports if r.get("transcript_reused")]
     if args.json:
         print(json.dumps({"reports": reports, "files": [str(p) for p in written]}))
         return 0
     print("\nassumptions:\n" + "\n".join(f"  - {a}" for a in reports[0]["assumptions"]))
     print("\nwrote:\n" + "\n".join(f"  {p}" for p in written))
+    if reused:
+        print("read (--reuse-transcripts):\n" + "\n".join(f"  {p}" for p in reused))
     return 0
 
 
@@ -571,6 +574,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="also score the true bin order (the leakage profile's upper bound, not an attack)")
     attack.add_argument("--known-labels", type=float, default=0.01, metavar="SHARE",
                         help="share of rows whose labels a passive party attacking labels is assumed to know")
+    attack.add_argument("--reuse-transcripts", action="store_true",
+                        help="attack transcripts already in --out from an earlier run with the same parameters "
+                             "instead of training again (resumes a sweep)")
     attack.add_argument("--known-values", type=float, default=0.0, metavar="SHARE",
                         help="share of rows whose true values of each attacked column the active party is assumed "
                              "to know (names groups of anonymous cuts; default 0: blind)")

@@ -146,7 +146,7 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
                protocol: str, *, options: ProtocolOptions | None = None, transcript: Path | None = None,
                aux: dict[str, np.ndarray] | None = None, aux_noise: float = 0.0, out_dir: Path,
                seed: int = 0, upper_bound: bool = False, known_labels: float = 0.01,
-               known_values: float = 0.0) -> dict[str, Any]:
+               known_values: float = 0.0, reuse_transcripts: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     passives = align_parties(active, passives)
     owners = _owners(passives, targets)
@@ -157,15 +157,21 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
     train_active = active.take(train_rows)
     train_passives = [p.take(train_rows) for p in passives]
     out_dir.mkdir(parents=True, exist_ok=True)
-    trained = transcript is None
-    if trained:
+    given = transcript is not None
+    trained = False
+    if not given:
         transcript = out_dir / f"transcript-{protocol}-{params.n_trees}x{params.max_depth}.tbt"
-        train_local(train_active, train_passives, params, protocol, options=options, transcript=transcript)
+        if not (reuse_transcripts and transcript.is_file()):
+            train_local(train_active, train_passives, params, protocol, options=options, transcript=transcript)
+            trained = True
     train_seconds = time.perf_counter() - started
     view = read_view(transcript)
     if view.n_rows != train_rows.size:
         raise DataError(f"{transcript}: recorded {view.n_rows} training rows; this data and split give "
                         f"{train_rows.size} (use the same data, split and random state)")
+    if not given and view.params and (view.protocol != protocol or view.params != params.to_dict()):
+        raise DataError(f"{transcript}: recorded a {view.protocol} run with other parameters than this audit's; "
+                        f"remove it or run without --reuse-transcripts")
 
     # public knowledge, per passive party: every column (attribution compares them all)
     public: dict[int, list[PublicFeature]] = {}
@@ -217,7 +223,7 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
                                       rng=label_rng)})
     return {"protocol": protocol, "n_trees": params.n_trees, "max_depth": params.max_depth,
             "n_attacked_rows": int(train_rows.size), "max_bin": params.max_bin, "transcript": str(transcript),
-            "transcript_written": trained, "known_values": known_values,
+            "transcript_written": trained, "transcript_reused": not given and not trained, "known_values": known_values,
             "assumptions": list(ASSUMPTIONS) + ([KNOWN_VALUES] if known_values > 0 else []), "results": results,
             "recovery": recoveries, "labels": labels,
             "seconds": {"train": round(train_seconds, 2), "stage1": round(stage1_seconds, 2),

@@ -64,6 +64,7 @@ class ActiveView:
     n_rows: int
     max_bin: int
     n_value_bins: dict[int, np.ndarray]  # party -> value bins per feature (from the handshake)
+    params: dict = field(default_factory=dict)  # training parameters the run note recorded
     trees: dict[int, TreeView] = field(default_factory=dict)
     histograms: list[HistogramNote] = field(default_factory=list)
     splits: list[PassiveSplit] = field(default_factory=list)
@@ -79,7 +80,8 @@ def read_view(path: str | Path) -> ActiveView:
         msg = record.message
         if record.kind == NOTE and isinstance(msg, RunNote):
             detail = json.loads(msg.detail)
-            view = ActiveView(msg.protocol, int(detail["n_rows"]), int(detail["params"]["max_bin"]), bins)
+            view = ActiveView(msg.protocol, int(detail["n_rows"]), int(detail["params"]["max_bin"]), bins,
+                              dict(detail["params"]))
         elif view is None:
             continue
         elif record.kind == NOTE and isinstance(msg, GradientsNote):

@@ -193,3 +193,18 @@ def test_plots_stay_legible_for_column_names_no_installed_font_draws(tmp_path):
 def test_attack_refuses_a_non_passive_target(tmp_path, capsys):
     assert main(["attack", "--protocol", "plain", "--target", "DebtRatio:1", "--out", str(tmp_path)]) == 2
     assert "not a passive party's column" in capsys.readouterr().err
+
+
+def test_a_sweep_resumes_from_its_transcripts_and_refuses_other_parameters(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    base = ["attack", "--protocol", "plain", "--target", "age:2", "--n-trees", "2", "--out", str(out), "--json"]
+    assert main(base) == 0
+    first = json.loads(capsys.readouterr().out)["reports"][0]
+    assert main(base + ["--reuse-transcripts"]) == 0
+    again = json.loads(capsys.readouterr().out)["reports"][0]
+    assert again["transcript_reused"] and not again["transcript_written"]
+    assert again["results"] == first["results"]
+    (out / "transcript-plain-3x3.tbt").write_bytes((out / "transcript-plain-2x3.tbt").read_bytes())
+    assert main(["attack", "--protocol", "plain", "--target", "age:2", "--n-trees", "3", "--out", str(out),
+                 "--reuse-transcripts"]) == 2
+    assert "other parameters" in capsys.readouterr().err

@@ -118,3 +118,20 @@ def test_tee_transcripts_leak_the_order_of_a_passive_column(tmp_path, small_cred
     order = infer_orders(view, 1, public, [0])[0]  # age
     assert order.source == "grouped cuts"
     assert spearman(order.scores, columns[:, 0]) > 0.9
+
+
+def test_a_few_known_values_name_groups_public_traits_cannot_tell_apart():
+    """Two columns with the same public distribution: blind naming is a coin toss; knowing 1%
+    of one column's values (--known-values) names its group."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    values = rng.normal(40, 10, size=(n, 2)).round()
+    splits, features = synthetic_cuts(values, 120, rng)
+    bins = fit_bins(values, 32).n_value_bins
+    view = ActiveView("ntee", n, 32, {1: bins})
+    view.splits = splits
+    public = [PublicFeature.from_sample(name, values[:, j], int(bins[j]), rng=rng) for j, name in enumerate("ab")]
+    known_rows = np.sort(rng.choice(n, size=30, replace=False))
+    for feature in (0, 1):
+        order = infer_orders(view, 1, public, [feature], {feature: (known_rows, values[known_rows, feature])})
+        assert spearman(order[feature].scores, values[:, feature]) > 0.95
