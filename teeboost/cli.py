@@ -427,13 +427,18 @@ def _cmd_attack(args: argparse.Namespace) -> int:
         raise DataError(f"--known-values {args.known_values} must be a share between 0 and 1")
     targets = [AttackTarget.parse(t) for t in args.target]
     active, passives = _load_parties(args)
-    aux = None
+    aux, aux_ids = None, None
     if args.aux is not None:
         frame = read_csv(args.aux)
         aux = {}
         for target in targets:
             if target.feature not in frame.columns:
                 raise DataError(f"{args.aux}: auxiliary sample has no column {target.feature!r}")
+        id_column = args.id_column or (GIVE_ME_SOME_CREDIT_ID if args.data is None and args.active_data is None
+                                       else None)
+        if id_column and id_column in frame.columns:
+            aux_ids = frame[id_column].to_numpy()
+            frame = frame.drop(columns=[id_column])
         for name in frame.columns:
             aux[str(name)] = PartyData.from_frame(frame[[name]], source=str(args.aux),
                                                   check_constant=False).features[:, 0]
@@ -471,7 +476,8 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     reports = run_sweep(active, passives, targets, params, protocols, sizes, on_report=show, options=_options(args),
                         transcript=args.transcript, aux=aux, aux_noise=args.aux_noise, out_dir=args.out,
                         seed=args.random_state, upper_bound=args.upper_bound, known_labels=args.known_labels,
-                        known_values=args.known_values, reuse_transcripts=args.reuse_transcripts)
+                        known_values=args.known_values, reuse_transcripts=args.reuse_transcripts,
+                        aux_ids=aux_ids)
     written = [Path(r["transcript"]) for r in reports if r["transcript_written"]] + write_outputs(reports, args.out)
     reused = [r["transcript"] for r in reports if r.get("transcript_reused")]
     if args.json:
@@ -577,9 +583,9 @@ def _parser() -> argparse.ArgumentParser:
     attack.add_argument("--reuse-transcripts", action="store_true",
                         help="attack transcripts already in --out from an earlier run with the same parameters "
                              "instead of training again (resumes a sweep)")
-    attack.add_argument("--known-values", type=float, default=0.0, metavar="SHARE",
+    attack.add_argument("--known-values", type=float, default=0.01, metavar="SHARE",
                         help="share of rows whose true values of each attacked column the active party is assumed "
-                             "to know (names groups of anonymous cuts; default 0: blind)")
+                             "to know (names groups of anonymous cuts; 0: blind)")
     attack.set_defaults(func=_cmd_attack)
     bench = sub.add_parser("bench", help="protocols side by side over sample sizes (resumable), CSV, plots, report")
     bench.add_argument("--rows", type=int, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 150_000])

@@ -99,6 +99,8 @@ def _attribute_by_known(rankings: list[CutRanking], sizes: list[int], known: dic
             continue
         fits = [(spearman(r.scores[rows[present]], values[present]) if size >= 2 else -1.0, i)
                 for i, (r, size) in enumerate(zip(rankings, sizes))]
+        if not fits:
+            continue
         best, group = max(fits)
         if best > 0.3:
             out = {f: g for f, g in out.items() if g != group}
@@ -140,7 +142,7 @@ def infer_orders(view: ActiveView, party: int, public: list[PublicFeature], targ
             out[feature] = _nothing(view.n_rows)
             continue
         group = mapping[feature]
-        ranking = rankings[group]
+        ranking = rankings[group].with_missing(public[feature].missing_share)
         missing_share, levels, tie = group_traits(ranking)
         n_value_bins = int(view.n_value_bins[party][feature])
         bins = ranking.exact_bins(n_value_bins)

@@ -16,6 +16,7 @@ Nothing here knows which feature the cuts are on; ``attribution`` decides that.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,26 @@ class CutRanking:
     iterations: int
     interval: np.ndarray  # (rows, 2): first and last interval between sorted levels a row fits best
     n_levels: int  # distinct thresholds the placement used
+    placed: np.ndarray  # each row's position before re-ranking (middle of its best intervals)
+    default_met: np.ndarray  # per row: cuts with a known default side it met
+    default_agreed: np.ndarray  # per row: of those, how many it followed
+
+    def with_missing(self, share: float) -> "CutRanking":
+        """The same ranking when the column is known to miss ``share`` of its values: rows that
+        follow every default side they meet, but fit a position equally well, are flagged
+        too (most cuts first) until that share is reached, and the rest re-ranked."""
+        want = int(round(share * self.touched.sum())) - int(self.missing.sum())
+        could = np.flatnonzero(~self.missing & self.touched & (self.default_met > 0)
+                               & (self.default_agreed == self.default_met))
+        if want <= 0 or could.size == 0:
+            return self
+        chosen = could[np.argsort(-self.default_met[could], kind="stable")[:want]]
+        missing = self.missing.copy()
+        missing[chosen] = True
+        present = ~missing
+        scores = np.full(self.scores.size, 0.5)
+        scores[present] = _midranks(self.placed[present]) / max(int(present.sum()), 1)
+        return dataclasses.replace(self, scores=scores, missing=missing)
 
     @property
     def missing_share(self) -> float:
@@ -167,7 +188,9 @@ def rank_rows(cuts: CutSet, *, max_iterations: int = 60) -> CutRanking:
     left_t, right_t = cuts.left.T.tocsr(), cuts.right.T.tocsr()
     scores = np.full(n_rows, 0.5)
     contradictions, interval, n_levels = 0, np.zeros((n_rows, 2), dtype=np.int64), 0
+    placed_all = np.full(n_rows, 0.5)
     iteration, seeded = 0, False
+    seeded_sides = np.full(n_cuts, -1)
     for iteration in range(1, max_iterations + 1):
         levels = np.unique(thresholds)
         position = np.searchsorted(levels, thresholds)  # cut c is level position[c]
@@ -196,14 +219,18 @@ def rank_rows(cuts: CutSet, *, max_iterations: int = 60) -> CutRanking:
         new_defaults = _defaults(new_missing, lefts, rights)
         contradictions = int(np.where(new_missing, missing_cost, best).sum())
         interval, n_levels = np.stack([first, last], axis=1), int(levels.size)
+        placed_all = placed
         stable = (np.array_equal(new_missing, missing) and np.array_equal(new_defaults, default_left)
                   and np.allclose(new_thresholds, thresholds, atol=1e-9))
         scores, missing, thresholds, default_left = new_scores, new_missing, new_thresholds, new_defaults
-        if stable and not seeded and (best > 0).any():
+        if not seeded and (stable or iteration >= max_iterations // 2) and (best > 0).any():
             # the order has settled but some rows fit no position: look for missing values
             seeded = True
-            default_left = _default_sides(left_t, right_t, lefts, rights, scores, thresholds)
+            default_left = seeded_sides = _default_sides(left_t, right_t, lefts, rights, scores, thresholds)
         elif stable:
             break
+    # rows that follow every default side: under the sides the flagged rows settled on, or, if
+    # none stayed flagged (missing rows fit a middle position too), the sides first found
+    agreed, met = _agreement(left_t, right_t, default_left if (default_left >= 0).any() else seeded_sides)
     return CutRanking(scores, missing, touched, thresholds, default_left, contradictions, iteration,
-                      interval, n_levels)
+                      interval, n_levels, placed_all, met, agreed)

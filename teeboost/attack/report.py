@@ -65,6 +65,16 @@ def _key(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> Path:
+    """Rows of the runs just audited replace the same runs' rows in an existing file; rows of
+    other runs (another protocol or model size audited into the same directory) are kept."""
+    runs = {(str(r["protocol"]), str(r["n_trees"]), str(r["max_depth"])) for r in rows}
+    kept = []
+    if path.is_file():
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            if reader.fieldnames and set(fields) <= set(reader.fieldnames):
+                kept = [r for r in reader if (r["protocol"], r["n_trees"], r["max_depth"]) not in runs]
+    rows = kept + rows
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()

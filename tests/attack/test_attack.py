@@ -98,8 +98,10 @@ def test_upper_bound_rows_are_named_so_in_the_csv(tmp_path, capsys):
                  "--out", str(out)]) == 0
     assert "true bin order (upper bound)" in capsys.readouterr().out
     with open(out / "results.csv", encoding="utf-8") as handle:
-        orders = {row["order"] for row in csv.DictReader(handle)}
-    assert orders == {"inferred", "true bin order (upper bound)"}
+        rows = list(csv.DictReader(handle))
+    assert {row["order"] for row in rows} == {"inferred", "true bin order (upper bound)"}
+    # only method (iv) bounds anything: min-max is miscalibrated, a wrong order can beat the true one
+    assert {row["method"] for row in rows if row["order"] != "inferred"} == {"attack_approx"}
 
 
 def test_every_row_is_scored_and_missing_values_are_reported_apart(tmp_path, small_credit):
@@ -138,7 +140,8 @@ def test_inference_never_reads_ground_truth(tmp_path, small_credit, monkeypatch)
 
     monkeypatch.setattr(run_module, "infer_orders", recording)
     target = [AttackTarget("age", (2.0,))]
-    first = run_attack(active, passives, target, params, "ntee", options=options, out_dir=tmp_path / "a")
+    first = run_attack(active, passives, target, params, "ntee", options=options, out_dir=tmp_path / "a",
+                       known_values=0)
     transcript = Path(first["transcript"])
     # the auditor's truth about the training rows, scrambled; the held-out (public) rows unchanged
     trained = np.sort(np.random.default_rng(0).permutation(active.n_rows)[: active.n_rows // 2])
@@ -146,7 +149,7 @@ def test_inference_never_reads_ground_truth(tmp_path, small_credit, monkeypatch)
     features[trained] = features[np.random.default_rng(9).permutation(trained)]
     scrambled = [dataclasses.replace(passives[0], features=features)]
     second = run_attack(active, scrambled, target, params, "ntee", options=options, transcript=transcript,
-                        out_dir=tmp_path / "b")
+                        out_dir=tmp_path / "b", known_values=0)
     for feature in seen[0]:
         for a, b in zip(seen[0][feature], seen[1][feature]):
             assert np.array_equal(a, b)
@@ -208,3 +211,21 @@ def test_a_sweep_resumes_from_its_transcripts_and_refuses_other_parameters(tmp_p
     assert main(["attack", "--protocol", "plain", "--target", "age:2", "--n-trees", "3", "--out", str(out),
                  "--reuse-transcripts"]) == 2
     assert "other parameters" in capsys.readouterr().err
+
+
+def test_a_public_sample_holding_attacked_rows_is_refused(tmp_path, capsys):
+    from teeboost.datasets import load_give_me_some_credit
+
+    aux = tmp_path / "aux.csv"
+    load_give_me_some_credit().head(500)[["id", "age", "MonthlyIncome"]].to_csv(aux, index=False)
+    assert main(["attack", "--target", "age:2", "--aux", str(aux), "--out", str(tmp_path / "out")]) == 2
+    assert "--aux shares" in capsys.readouterr().err
+
+
+def test_audits_into_one_directory_keep_each_others_rows(tmp_path, capsys):
+    out = tmp_path / "audit"
+    for trees in ("1", "2"):
+        assert main(["attack", "--target", "age:2", "--n-trees", trees, "--out", str(out), "--json"]) == 0
+        capsys.readouterr()
+    with open(out / "results.csv", encoding="utf-8") as handle:
+        assert {row["n_trees"] for row in csv.DictReader(handle)} == {"1", "2"}
