@@ -20,6 +20,14 @@ _METHOD_LABELS = {
     "random_minmax": "(i) random, min-max", "attack_minmax": "(ii) attack, min-max",
     "random_approx": "(iii) random, approx. distribution", "attack_approx": "(iv) attack, approx. distribution",
 }
+#: Protocols often leak the same (plain and SecureBoost; N-TEE and 1-TEE): distinct dashes and
+#: shrinking markers keep every line visible where they overlap.
+_STYLES = [
+    {"linestyle": "-", "marker": "o", "markersize": 9, "linewidth": 2.5},
+    {"linestyle": "--", "marker": "s", "markersize": 6, "linewidth": 2.0},
+    {"linestyle": "-.", "marker": "^", "markersize": 7, "linewidth": 2.5},
+    {"linestyle": ":", "marker": "D", "markersize": 4, "linewidth": 2.0},
+]
 _RESULT_FIELDS = ["protocol", "n_trees", "max_depth", "feature", "order", "method", "tolerance", "accuracy",
                   "scored_rows"]
 _RECOVERY_FIELDS = ["protocol", "n_trees", "max_depth", "feature", "source", "exact_share", "pinned_rows",
@@ -152,38 +160,39 @@ def _sweep_plots(plt, reports, sizes, features, out_dir: Path) -> list[Path]:
     for position, feature in enumerate(features):
         label, font = _feature_label(feature, position)
         tolerances = sorted({row["tolerance"] for r in reports for row in r["results"] if row["feature"] == feature})
-        tolerance = tolerances[len(tolerances) // 2]
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
-        baseline = []
-        for protocol in protocols:
-            accuracy, rank = [], []
-            for size in sizes:
-                r = find(protocol, size)
-                rows = [] if r is None else [row for row in r["results"] if row["feature"] == feature
-                                             and row["order"] == "inferred" and row["tolerance"] == tolerance]
-                pick = {row["method"]: row["accuracy"] for row in rows}
-                accuracy.append(100 * pick.get("attack_approx", float("nan")))
-                baseline.append(100 * pick.get("random_approx", float("nan")))
-                rank.append(float("nan") if r is None else r["recovery"][feature]["spearman"])
-            left.plot(x, accuracy, marker="o", label=protocol)
-            right.plot(x, rank, marker="o", label=protocol)
-        finite = [b for b in baseline if b == b]
-        if finite:
-            left.axhline(sum(finite) / len(finite), color="grey", linestyle=":",
-                         label="(iii) random draw from approx. distribution")
-        left.set_title(f"{label}: rows within +-{tolerance:g} (method iv)", fontproperties=font)
-        right.set_title(f"{label}: Spearman of inferred order", fontproperties=font)
-        for ax in (left, right):
-            ax.set_xticks(x, ticks)
-            ax.set_xlabel("model size (trees x depth)")
+        fig, axes = plt.subplots(1, len(tolerances) + 1, figsize=(3.2 * (len(tolerances) + 1), 3.8), squeeze=False)
+        axes = axes[0]
+        for index, protocol in enumerate(protocols):
+            style = _STYLES[index % len(_STYLES)]
+            found = [find(protocol, size) for size in sizes]
+            for ax, tolerance in zip(axes, tolerances):
+                values = []
+                for r in found:
+                    rows = [] if r is None else [row for row in r["results"] if row["feature"] == feature
+                                                 and row["order"] == "inferred" and row["tolerance"] == tolerance
+                                                 and row["method"] == "attack_approx"]
+                    values.append(100 * rows[0]["accuracy"] if rows else float("nan"))
+                ax.plot(x, values, label=protocol, **style)
+            axes[-1].plot(x, [float("nan") if r is None else r["recovery"][feature]["spearman"] for r in found],
+                          label=protocol, **style)
+        for ax, tolerance in zip(axes, tolerances):
+            baseline = [100 * row["accuracy"] for r in reports for row in r["results"] if row["feature"] == feature
+                        and row["tolerance"] == tolerance and row["method"] == "random_approx"]
+            if baseline:
+                ax.axhline(sum(baseline) / len(baseline), color="grey", linestyle=":", label="(iii) random draw")
+            ax.set_title(f"+-{tolerance:g}: rows guessed (iv), %", fontsize=9)
+            ax.set_ylim(0, 100)
+        axes[-1].set_title("Spearman of inferred order", fontsize=9)
+        axes[-1].set_ylim(-0.05, 1.02)
+        for ax in axes:
+            ax.set_xticks(x, ticks, fontsize=8)
+            ax.set_xlabel("trees x depth", fontsize=8)
             ax.grid(alpha=0.3)
-        left.set_ylim(0, 100)
-        left.set_ylabel("%")
-        right.set_ylim(-0.05, 1.0)
-        left.legend(fontsize=7)
+        axes[0].legend(fontsize=7)
+        fig.suptitle(label, fontproperties=font)
         fig.tight_layout()
         path = out_dir / f"leakage-vs-size-{file_slug(feature, position)}.png"
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
 
@@ -199,7 +208,8 @@ def _sweep_plots(plt, reports, sizes, features, out_dir: Path) -> list[Path]:
                               else row["auc_transcript"])
                 own.append(float("nan") if row is None or row.get("auc_own_features") is None
                            else row["auc_own_features"])
-            ax.plot(x, values, marker="o", label=f"{protocol}: passive party {party}, from what it saw")
+            ax.plot(x, values, label=f"{protocol}: passive party {party}, from what it saw",
+                    **_STYLES[protocols.index(protocol) % len(_STYLES)])
     if passive_parties and own:
         ax.plot(x, own, ":", color="grey", label="its own features only")
     ax.set_xticks(x, ticks)
