@@ -456,10 +456,15 @@ def _cmd_attack(args: argparse.Namespace) -> int:
                   + (f"; {r['missing_flagged']} of {r['missing_rows']} missing values flagged, "
                      f"{r['present_flagged_missing']} present values flagged as missing (scored as misses)"
                      if r["missing_rows"] or r["present_flagged_missing"] else ""))
-        for feature in report["recovery"]:
-            rows = [r for r in report["results"] if r["feature"] == feature]
+        for feature, r in report.get("held_out_recovery", {}).items():
+            print(f"  {feature}, {report['n_held_out_rows']} held-out rows (early stopping routes them through every "
+                  f"tree): from {r['source']}: Spearman {r['spearman']:.3f}")
+        for feature, which in [(f, w) for w in ("training", "held-out") for f in report["recovery"]]:
+            rows = [r for r in report["results"] if r["feature"] == feature and r["rows"] == which]
+            if not rows:
+                continue
             tolerances = sorted({r["tolerance"] for r in rows})
-            print(f"  {feature}: share of {rows[0]['scored_rows']} rows with a value guessed within +-"
+            print(f"  {feature}: share of {rows[0]['scored_rows']} {which} rows with a value guessed within +-"
                   + ", ".join(f"{t:g}" for t in tolerances))
             for order in ("inferred", UPPER_BOUND):
                 for method in ("random_minmax", "attack_minmax", "random_approx", "attack_approx"):
@@ -477,7 +482,7 @@ def _cmd_attack(args: argparse.Namespace) -> int:
                         transcript=args.transcript, aux=aux, aux_noise=args.aux_noise, out_dir=args.out,
                         seed=args.random_state, upper_bound=args.upper_bound, known_labels=args.known_labels,
                         known_values=args.known_values, reuse_transcripts=args.reuse_transcripts,
-                        aux_ids=aux_ids)
+                        aux_ids=aux_ids, validation_size=args.validation_size)
     written = [Path(r["transcript"]) for r in reports if r["transcript_written"]] + write_outputs(reports, args.out)
     reused = [r["transcript"] for r in reports if r.get("transcript_reused")]
     if args.json:

@@ -44,7 +44,7 @@ class CutSet:
         return CutSet(self.left[cuts], self.right[cuts], self.index[cuts])
 
 
-def _indicator(groups: list[np.ndarray], n_rows: int) -> sp.csr_matrix:
+def indicator(groups: list[np.ndarray], n_rows: int) -> sp.csr_matrix:
     indptr = np.concatenate([[0], np.cumsum([g.size for g in groups])]).astype(np.int64)
     indices = np.concatenate(groups).astype(np.int64) if groups else np.empty(0, dtype=np.int64)
     return sp.csr_matrix((np.ones(indices.size, dtype=np.float64), indices, indptr), shape=(len(groups), n_rows))
@@ -53,8 +53,8 @@ def _indicator(groups: list[np.ndarray], n_rows: int) -> sp.csr_matrix:
 def cut_set(splits, party: int, n_rows: int) -> CutSet:
     """The cuts of ``party`` among ``splits`` (``PassiveSplit`` list)."""
     index = np.array([i for i, s in enumerate(splits) if s.party == party], dtype=np.int64)
-    return CutSet(_indicator([splits[i].left_rows for i in index], n_rows),
-                  _indicator([splits[i].right_rows for i in index], n_rows), index)
+    return CutSet(indicator([splits[i].left_rows for i in index], n_rows),
+                  indicator([splits[i].right_rows for i in index], n_rows), index)
 
 
 def pair_weights(cuts: CutSet) -> np.ndarray:

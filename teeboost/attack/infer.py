@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .attribution import MIN_GROUP_CUTS, PublicFeature, attribute, group_traits
-from .cuts import cluster_cuts, cut_set
+from .cuts import CutSet, indicator, cluster_cuts, cut_set
 from .order import infer_bins
 from .ranking import CutRanking, rank_rows
 from .view import ActiveView
 
-__all__ = ["InferredOrder", "infer_orders"]
+__all__ = ["InferredOrder", "infer_orders", "infer_held_orders"]
 
 
 @dataclass
@@ -34,6 +34,7 @@ class InferredOrder:
     bins: np.ndarray  # bin where the transcript pins it (max_bin: missing), else -1
     source: str  # "bin sums", "revealed cuts", "grouped cuts" or "nothing"
     detail: dict = field(default_factory=dict)
+    cuts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # splits used (view index)
 
 
 def _nothing(n_rows: int) -> InferredOrder:
@@ -45,8 +46,11 @@ def _from_histograms(view: ActiveView, party: int, feature: int) -> InferredOrde
     determined = posterior.determined()
     bins = np.where(determined, posterior.probabilities.argmax(axis=1), -1)
     missing = posterior.likely_missing()
+    revealed = np.array([i for i, s in enumerate(view.splits) if s.party == party and s.feature == feature],
+                        dtype=np.int64)
     return InferredOrder(posterior.expected_value_bin(), missing, bins, "bin sums",
-                         {"observed_sums": posterior.constraints, "threshold_splits": posterior.split_constraints})
+                         {"observed_sums": posterior.constraints, "threshold_splits": posterior.split_constraints},
+                         revealed)
 
 
 def _extreme_tie(ranking: CutRanking) -> bool:
@@ -150,5 +154,25 @@ def infer_orders(view: ActiveView, party: int, public: list[PublicFeature], targ
         out[feature] = InferredOrder(
             ranking.scores, ranking.missing, bins, source,
             {"cuts": int(group_list[group].size), "cut_groups": len(group_list), "levels": levels,
-             "flagged_missing_share": missing_share, "largest_tie": tie, "iterations": ranking.iterations})
+             "flagged_missing_share": missing_share, "largest_tie": tie, "iterations": ranking.iterations},
+            cuts.index[group_list[group]])
+    return out
+
+
+def infer_held_orders(view: ActiveView, orders: dict[int, InferredOrder],
+                      public: list[PublicFeature]) -> dict[int, InferredOrder]:
+    """Held-out rows (routed through every tree for early stopping) have no bin sums, but each
+    routing answer puts one on a side of a cut: stage 1 ranks them with the cuts it already
+    attributed to each feature."""
+    out = {}
+    for feature, order in orders.items():
+        splits = [view.splits[i] for i in order.cuts]
+        if view.n_held == 0 or not splits:
+            out[feature] = _nothing(view.n_held)
+            continue
+        held = CutSet(indicator([s.held_left for s in splits], view.n_held),
+                      indicator([s.held_right for s in splits], view.n_held), order.cuts)
+        ranking = rank_rows(held).with_missing(public[feature].missing_share)
+        out[feature] = InferredOrder(ranking.scores, ranking.missing, np.full(view.n_held, -1), "routing answers",
+                                     {"cuts": len(splits)}, order.cuts)
     return out

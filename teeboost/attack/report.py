@@ -28,7 +28,7 @@ _STYLES = [
     {"linestyle": "-.", "marker": "^", "markersize": 7, "linewidth": 2.5},
     {"linestyle": ":", "marker": "D", "markersize": 4, "linewidth": 2.0},
 ]
-_RESULT_FIELDS = ["protocol", "n_trees", "max_depth", "feature", "order", "method", "tolerance", "accuracy",
+_RESULT_FIELDS = ["protocol", "n_trees", "max_depth", "rows", "feature", "order", "method", "tolerance", "accuracy",
                   "scored_rows"]
 _RECOVERY_FIELDS = ["protocol", "n_trees", "max_depth", "feature", "source", "exact_share", "pinned_rows",
                     "wrongly_pinned_rows", "spearman", "rows", "missing_rows", "missing_flagged",
@@ -111,6 +111,9 @@ def write_outputs(reports: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     written.append(path)
 
     features = list(dict.fromkeys(row["feature"] for row in results))
+    # plots show the training rows; held-out rows (early stopping) are in the CSV
+    reports = [{**r, "results": [row for row in r["results"] if row.get("rows", "training") == "training"]}
+               for r in reports]
     for report in reports:
         for position, feature in enumerate(features):
             label, font = _feature_label(feature, position)

@@ -27,7 +27,7 @@ from ..federation import train_local
 from ..metrics import spearman
 from .attribution import PublicFeature
 from .guessing import METHODS, accuracy_by_tolerance, guess
-from .infer import InferredOrder, infer_orders
+from .infer import InferredOrder, infer_held_orders, infer_orders
 from .labels import label_attack, read_passive_view
 from .view import read_view
 
@@ -149,28 +149,35 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
                aux: dict[str, np.ndarray] | None = None, aux_noise: float = 0.0, out_dir: Path,
                seed: int = 0, upper_bound: bool = False, known_labels: float = 0.01,
                known_values: float = 0.01, reuse_transcripts: bool = False,
-               aux_ids: np.ndarray | None = None) -> dict[str, Any]:
+               aux_ids: np.ndarray | None = None, validation_size: float = 0.2) -> dict[str, Any]:
     started = time.perf_counter()
     passives = align_parties(active, passives)
     owners = _owners(passives, targets)
     rng = np.random.default_rng(seed)
     order = rng.permutation(active.n_rows)
-    train_rows = np.sort(order[: active.n_rows // 2])
-    held_rows = np.sort(order[active.n_rows // 2:])
+    attacked = order[: active.n_rows // 2]
+    held_rows = np.sort(order[active.n_rows // 2:])  # public sample
+    # with early stopping, part of the attacked half is the validation set: never trained on,
+    # but routed through every tree (the active party asks passive parties about each row)
+    n_valid = int(round(validation_size * attacked.size)) if params.early_stopping_rounds is not None else 0
+    train_rows = np.sort(attacked[n_valid:])
+    valid_rows = np.sort(attacked[:n_valid])
     if aux_ids is not None and active.ids is not None:
-        shared = np.intersect1d(np.asarray(aux_ids).astype(str), np.asarray(active.ids)[train_rows].astype(str))
+        shared = np.intersect1d(np.asarray(aux_ids).astype(str), np.asarray(active.ids)[attacked].astype(str))
         if shared.size:
             raise DataError(f"--aux shares {shared.size} row ids with the attacked training rows (e.g. "
                             f"{shared[0]!r}): a public sample must not contain the rows under attack")
     train_active = active.take(train_rows)
     train_passives = [p.take(train_rows) for p in passives]
+    validation = (active.take(valid_rows), [p.take(valid_rows) for p in passives]) if n_valid else None
     out_dir.mkdir(parents=True, exist_ok=True)
     given = transcript is not None
     trained = False
     if not given:
         transcript = out_dir / f"transcript-{protocol}-{params.n_trees}x{params.max_depth}.tbt"
         if not (reuse_transcripts and transcript.is_file()):
-            train_local(train_active, train_passives, params, protocol, options=options, transcript=transcript)
+            train_local(train_active, train_passives, params, protocol, options=options, transcript=transcript,
+                        validation=validation)
             trained = True
     train_seconds = time.perf_counter() - started
     view = read_view(transcript)
@@ -210,17 +217,34 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
         for target in targets:
             if owners[target.feature][0] == index:
                 inferred[target.feature] = found[owners[target.feature][1]]
+
+    held: dict[str, InferredOrder] = {}
+    if view.n_held:
+        for index in sorted({owners[t.feature][0] for t in targets}):
+            mine = {owners[t.feature][1]: inferred[t.feature] for t in targets if owners[t.feature][0] == index}
+            found = infer_held_orders(view, mine, public[index])
+            for target in targets:
+                if owners[target.feature][0] == index:
+                    held[target.feature] = found[owners[target.feature][1]]
     stage1_seconds = time.perf_counter() - stage1_started
 
-    results, recoveries = [], {}
+    results, recoveries, held_recoveries = [], {}, {}
     for target in targets:  # ground truth from here on: scoring only
         party, feature = owners[target.feature]
         columns = train_passives[party - 1].features
+        bins = fit_bins(columns, params.max_bin)  # the passive party's own binning
         raw = columns[:, feature]
-        true_bins = fit_bins(columns, params.max_bin).transform(columns)[:, feature].astype(np.int64)
+        true_bins = bins.transform(columns)[:, feature].astype(np.int64)
         recoveries[target.feature] = _recovery(inferred[target.feature], raw, true_bins)
-        results += _score_values(inferred[target.feature], target, raw, true_bins, public[party][feature], rng,
-                                 upper_bound)
+        results += [{**row, "rows": "training"} for row in _score_values(
+            inferred[target.feature], target, raw, true_bins, public[party][feature], rng, upper_bound)]
+        if target.feature in held and view.n_held == valid_rows.size:
+            held_columns = validation[1][party - 1].features
+            held_raw = held_columns[:, feature]
+            held_bins = bins.transform(held_columns)[:, feature].astype(np.int64)
+            held_recoveries[target.feature] = _recovery(held[target.feature], held_raw, held_bins)
+            results += [{**row, "rows": "held-out"} for row in _score_values(
+                held[target.feature], target, held_raw, held_bins, public[party][feature], rng, upper_bound)]
 
     labels_started = time.perf_counter()
     labels = [{"party": 0, "role": "active", "note": "holds the labels"}]
@@ -231,7 +255,8 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
                        **label_attack(passive_view, party.features, train_active.labels, known_share=known_labels,
                                       rng=label_rng)})
     return {"protocol": protocol, "n_trees": params.n_trees, "max_depth": params.max_depth,
-            "n_attacked_rows": int(train_rows.size), "max_bin": params.max_bin, "transcript": str(transcript),
+            "n_attacked_rows": int(train_rows.size), "n_held_out_rows": int(view.n_held),
+            "held_out_recovery": held_recoveries, "max_bin": params.max_bin, "transcript": str(transcript),
             "transcript_written": trained, "transcript_reused": not given and not trained, "known_values": known_values,
             "assumptions": list(ASSUMPTIONS) + ([KNOWN_VALUES] if known_values > 0 else []), "results": results,
             "recovery": recoveries, "labels": labels,

@@ -5,7 +5,8 @@ Everything comes from the recorded file: its own gradients (notes), node instanc
 plain; absent under N-TEE and 1-TEE), the splits passive parties won with their left instance
 sets, where the protocol reveals them the winning (feature, bin), and the answers to the
 routing questions it asked about training rows left out of a tree's sample: each such answer
-puts one more row on one side of a passive cut, so it is merged into that cut's sides.
+puts one more row on one side of a passive cut, so it is merged into that cut's sides. Answers
+about held-out rows (early stopping routes them through every tree) are kept per cut apart.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ..protocols.partition import SplitReply, SplitRequest, bits_to_subsets, dec
 
 #: Dataset name of the routing questions asked about training rows outside a tree's sample.
 TRAIN_DATASET = "train"
+#: Dataset name of the held-out rows routed through every tree for early stopping.
+HELD_DATASET = "valid"
 from ..transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 
 __all__ = ["ActiveView", "TreeView", "PassiveSplit", "read_view"]
@@ -51,6 +54,12 @@ class PassiveSplit:
     default_left: bool | None
     record: int = -1
     routed: int = 0  # rows added from routing answers
+    held_left: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # held-out rows
+    held_right: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    def add_held(self, rows: np.ndarray, go_left: np.ndarray) -> None:
+        self.held_left = np.union1d(self.held_left, rows[go_left])
+        self.held_right = np.union1d(self.held_right, rows[~go_left])
 
     def add_routed(self, rows: np.ndarray, go_left: np.ndarray) -> None:
         self.left_rows = np.union1d(self.left_rows, rows[go_left])
@@ -65,6 +74,7 @@ class ActiveView:
     max_bin: int
     n_value_bins: dict[int, np.ndarray]  # party -> value bins per feature (from the handshake)
     params: dict = field(default_factory=dict)  # training parameters the run note recorded
+    n_held: int = 0  # held-out rows (early stopping) whose routing answers were seen
     trees: dict[int, TreeView] = field(default_factory=dict)
     histograms: list[HistogramNote] = field(default_factory=list)
     splits: list[PassiveSplit] = field(default_factory=list)
@@ -114,18 +124,21 @@ def read_view(path: str | Path) -> ActiveView:
                     int(msg.records[i]) if i < msg.records.size else -1)
                 view.splits.append(split)
                 by_record[(record.peer, split.record)] = split
-        elif record.kind == SENT and isinstance(msg, RouteRequest) and msg.dataset == TRAIN_DATASET:
+        elif record.kind == SENT and isinstance(msg, RouteRequest) and msg.dataset in (TRAIN_DATASET, HELD_DATASET):
             routing[record.peer] = msg
+            if msg.dataset == HELD_DATASET:
+                view.n_held = max(view.n_held, int(msg.n_rows))
         elif record.kind == RECEIVED and isinstance(msg, RouteReply) and record.peer in routing:
-            _merge_routing(routing.pop(record.peer), msg, record.peer, by_record, view.n_rows)
+            _merge_routing(routing.pop(record.peer), msg, record.peer, by_record)
     if view is None:
         raise ValueError(f"{path}: transcript has no run note")
     return view
 
 
 def _merge_routing(request: RouteRequest, reply: RouteReply, peer: int,
-                   by_record: dict[tuple[int, int], PassiveSplit], n_rows: int) -> None:
-    groups = decode_row_sets(request.encodings, request.offsets, request.payload, n_rows, "transcript routing")
+                   by_record: dict[tuple[int, int], PassiveSplit]) -> None:
+    groups = decode_row_sets(request.encodings, request.offsets, request.payload, int(request.n_rows),
+                             "transcript routing")
     total = int(sum(rows.size for rows in groups))
     answers = np.unpackbits(reply.bits, count=total).astype(bool)
     position = 0
@@ -133,5 +146,9 @@ def _merge_routing(request: RouteRequest, reply: RouteReply, peer: int,
         go_left = answers[position:position + rows.size]
         position += rows.size
         split = by_record.get((peer, int(record)))
-        if split is not None:
+        if split is None:
+            continue
+        if request.dataset == HELD_DATASET:
+            split.add_held(rows, go_left)
+        else:
             split.add_routed(rows, go_left)

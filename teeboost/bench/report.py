@@ -107,7 +107,8 @@ def _attack_section(sweep: Path, attack_dir: str) -> list[str]:
     def share(protocol, size, feature, tolerance, order="inferred", method="attack_approx"):
         for r in rows:
             if (r["protocol"], (r["n_trees"], r["max_depth"]), r["feature"], float(r["tolerance"]), r["order"],
-                    r["method"]) == (protocol, size, feature, tolerance, order, method):
+                    r["method"]) == (protocol, size, feature, tolerance, order, method) \
+                    and r.get("rows", "training") in ("training", ""):
                 return f"{100 * float(r['accuracy']):.1f}%"
         return "-"
 

@@ -82,7 +82,7 @@ def test_attack_cli_json_contract_and_files(tmp_path, capsys):
     assert {"results", "recovery", "labels", "assumptions", "seconds"} <= set(report)
     orders = {r["order"] for r in report["results"]}
     assert orders == {"inferred"}  # the true order is scored only with --upper-bound
-    assert set(report["results"][0]) == {"feature", "order", "method", "tolerance", "accuracy", "scored_rows"}
+    assert set(report["results"][0]) == {"rows", "feature", "order", "method", "tolerance", "accuracy", "scored_rows"}
     assert set(report["recovery"]["age"]) >= {"exact_share", "spearman", "missing_rows", "missing_flagged"}
     assert [row["role"] for row in report["labels"]] == ["active", "passive"]
     files = [Path(f) for f in printed["files"]]
@@ -229,3 +229,19 @@ def test_audits_into_one_directory_keep_each_others_rows(tmp_path, capsys):
         capsys.readouterr()
     with open(out / "results.csv", encoding="utf-8") as handle:
         assert {row["n_trees"] for row in csv.DictReader(handle)} == {"1", "2"}
+
+
+def test_held_out_rows_routed_for_early_stopping_are_attacked_and_scored_apart(tmp_path, small_credit):
+    """Early stopping routes the validation rows through every tree: each answer puts a row on
+    one side of a passive cut, so those rows, never trained on, leak their order too."""
+    active, passives = small_credit
+    params = BoostParams(n_trees=30, max_depth=5, early_stopping_rounds=100)
+    report = run_attack(active, passives, [AttackTarget("age", (2.0,))], params, "ntee",
+                        options=ProtocolOptions(allow_simulated_tee=True), out_dir=tmp_path, validation_size=0.25)
+    assert report["n_held_out_rows"] == 375 and report["n_attacked_rows"] == 1125
+    held = [r for r in report["results"] if r["rows"] == "held-out"]
+    assert held and {r["scored_rows"] for r in held} == {375}
+    assert report["held_out_recovery"]["age"]["source"] == "routing answers"
+    assert report["held_out_recovery"]["age"]["spearman"] > 0.9
+    best = {r["method"]: r["accuracy"] for r in held}
+    assert best["attack_approx"] > 2 * best["random_approx"]
