@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["roc_auc", "accuracy", "rmse", "evaluate", "spearman"]
+__all__ = ["roc_auc", "accuracy", "rmse", "evaluate", "spearman", "average_ranks"]
 
 
 def roc_auc(y_true: np.ndarray, score: np.ndarray) -> float:
@@ -52,16 +52,18 @@ def evaluate(metric: str, y_true: np.ndarray, prediction: np.ndarray) -> float:
 HIGHER_IS_BETTER = {"auc": True, "accuracy": True, "rmse": False}
 
 
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """0-based ranks, tied values sharing the average of their ranks."""
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return (starts + (counts - 1) / 2)[inverse]
+
+
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Rank correlation with average ranks for ties; 0 when either side is constant."""
-    def ranks(x: np.ndarray) -> np.ndarray:
-        _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        return (starts + (counts - 1) / 2)[inverse]
-
     if a.size < 2:
         return float("nan")
-    ra, rb = ranks(np.asarray(a)), ranks(np.asarray(b))
+    ra, rb = average_ranks(np.asarray(a)), average_ranks(np.asarray(b))
     if ra.std() == 0 or rb.std() == 0:
         return 0.0
     return float(np.corrcoef(ra, rb)[0, 1])

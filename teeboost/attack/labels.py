@@ -49,7 +49,7 @@ from ..protocols.partition import (
 from ..protocols.plain import PlainBeginTree
 from ..protocols.secureboost import EncryptedGradients
 from ..transport.transcript import RECEIVED, SENT, read_transcript
-from .view import TRAIN_DATASET
+from .view import TRAIN_DATASET, routing_answers
 
 __all__ = [
     "PassiveTree", "PassiveView", "LabelScores", "read_passive_view", "choose_known_rows", "infer_labels",
@@ -216,13 +216,7 @@ def _link(tree: PassiveTree, node: int, left: int, right: int) -> None:
 
 def _apply_routing(view: PassiveView, request: RouteRequest, reply: RouteReply,
                    records: dict[int, tuple[int, int]]) -> None:
-    groups = decode_row_sets(request.encodings, request.offsets, request.payload, view.n_rows, "routing question")
-    total = int(sum(g.size for g in groups))
-    answers = np.unpackbits(reply.bits, count=total).astype(bool)
-    position = 0
-    for rec, rows in zip(request.records.tolist(), groups):
-        go_left = answers[position:position + rows.size]
-        position += rows.size
+    for rec, rows, go_left in routing_answers(request, reply, "routing question"):
         view.routing_questions += 1
         where = records.get(int(rec))
         if where is None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ..metrics import spearman
 from .subset_sum import DEFAULT_MAX_HALF, INFEASIBLE, solve_subset_sum
 from .view import ActiveView
 
@@ -485,24 +486,6 @@ def infer_bins(view: ActiveView, party: int, feature: int, *, iterations: int = 
                         seconds=time.perf_counter() - started, iterations=run, derived_constraints=exact.derived)
 
 
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    def ranks(x):
-        order = np.argsort(x, kind="mergesort")
-        r = np.empty(x.size)
-        r[order] = np.arange(x.size)
-        # average ranks of ties
-        _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-        sums = np.bincount(inverse, weights=r)
-        return (sums / counts)[inverse]
-
-    if a.size < 2:
-        return float("nan")
-    ra, rb = ranks(a), ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return 0.0
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
 def recovery(posterior: BinPosterior, true_bins: np.ndarray, true_values: np.ndarray) -> dict[str, float]:
     """How much stage 1 recovered, against the truth (which only an auditor has)."""
     determined = posterior.determined()
@@ -512,5 +495,5 @@ def recovery(posterior: BinPosterior, true_bins: np.ndarray, true_values: np.nda
     return {
         "exact_share": float(exact.mean()),
         "mean_abs_bin_error": float(np.abs(guessed[present] - true_bins[present]).mean()) if present.any() else 0.0,
-        "spearman": _spearman(posterior.expected_value_bin()[present], true_values[present]),
+        "spearman": spearman(posterior.expected_value_bin()[present], true_values[present]),
     }

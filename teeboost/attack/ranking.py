@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..metrics import average_ranks
 from .cuts import CutSet
 
 __all__ = ["CutRanking", "rank_rows"]
@@ -75,9 +76,8 @@ class CutRanking:
 
 
 def _midranks(values: np.ndarray) -> np.ndarray:
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    return (starts + counts / 2)[inverse]
+    """1-based positions, ties sharing their middle: rank / n lands inside (0, 1]."""
+    return average_ranks(values) + 0.5
 
 
 def _gap(left: np.ndarray, right: np.ndarray) -> tuple[float, float]:

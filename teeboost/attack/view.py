@@ -28,7 +28,7 @@ TRAIN_DATASET = "train"
 HELD_DATASET = "valid"
 from ..transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 
-__all__ = ["ActiveView", "TreeView", "PassiveSplit", "read_view"]
+__all__ = ["ActiveView", "TreeView", "PassiveSplit", "read_view", "routing_answers"]
 
 
 @dataclass
@@ -135,17 +135,22 @@ def read_view(path: str | Path) -> ActiveView:
     return view
 
 
+def routing_answers(request: RouteRequest, reply: RouteReply, what: str):
+    """(record, rows asked, go-left answers) for each question of one routing exchange."""
+    groups = decode_row_sets(request.encodings, request.offsets, request.payload, int(request.n_rows), what)
+    total = int(sum(rows.size for rows in groups))
+    if reply.n_answers != total:
+        raise ValueError(f"{what}: {reply.n_answers} answers to {total} routing questions")
+    answers = np.unpackbits(reply.bits, count=total).astype(bool)
+    bounds = np.concatenate([[0], np.cumsum([rows.size for rows in groups])])
+    return [(int(record), rows, answers[bounds[i]:bounds[i + 1]])
+            for i, (record, rows) in enumerate(zip(request.records.tolist(), groups))]
+
+
 def _merge_routing(request: RouteRequest, reply: RouteReply, peer: int,
                    by_record: dict[tuple[int, int], PassiveSplit]) -> None:
-    groups = decode_row_sets(request.encodings, request.offsets, request.payload, int(request.n_rows),
-                             "transcript routing")
-    total = int(sum(rows.size for rows in groups))
-    answers = np.unpackbits(reply.bits, count=total).astype(bool)
-    position = 0
-    for record, rows in zip(request.records.tolist(), groups):
-        go_left = answers[position:position + rows.size]
-        position += rows.size
-        split = by_record.get((peer, int(record)))
+    for record, rows, go_left in routing_answers(request, reply, "transcript routing"):
+        split = by_record.get((peer, record))
         if split is None:
             continue
         if request.dataset == HELD_DATASET:
