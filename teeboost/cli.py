@@ -364,6 +364,66 @@ def _cmd_tee_identity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_attestation_verify(args: argparse.Namespace) -> int:
+    import tomllib
+
+    from .tee.dcap import DcapPolicy, DcapQuoteVerifier, Refused, load_collateral
+
+    table: dict = {}
+    if args.policy is not None:
+        try:
+            table = dict(tomllib.loads(args.policy.read_text(encoding="utf-8")).get("attestation", {}))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{args.policy}: cannot read the policy: {exc}") from None
+    if args.accept_status:
+        table["accept_status"] = sorted(set(table.get("accept_status", ["UpToDate"])) | set(args.accept_status))
+    if args.accept_advisory:
+        table["accept_advisories"] = list(table.get("accept_advisories", [])) + args.accept_advisory
+    table["mrenclave"] = list(table.get("mrenclave", [])) + (args.mrenclave or [])
+    signers = list(table.get("mrsigner", []))
+    for text in args.mrsigner or []:
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise ConfigError(f"--mrsigner {text!r} must be HEX:PRODID:MINSVN")
+        signers.append({"mrsigner": parts[0], "isv_prod_id": int(parts[1]), "min_isv_svn": int(parts[2])})
+    table["mrsigner"] = signers
+    table["tdx"] = list(table.get("tdx", [])) + [{"mrtd": m} for m in args.mrtd or []]
+    policy = DcapPolicy.from_config(table)
+    expected = None
+    if args.report_data is not None:
+        try:
+            expected = bytes.fromhex(args.report_data).ljust(64, b"\0")
+        except ValueError:
+            raise ConfigError(f"--report-data {args.report_data!r} must be hex") from None
+    try:
+        quote = args.quote.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{args.quote}: cannot read the quote: {exc.strerror}") from None
+    collateral = load_collateral(args.collateral) if args.collateral is not None else None
+    verifier = DcapQuoteVerifier(policy, collateral, pccs_url=args.pccs_url)
+    try:
+        result = verifier.inspect(quote, now=args.now, expected_report_data=expected)
+    except Refused as refusal:
+        seen = refusal.result.to_json() if refusal.result is not None else {}
+        if args.json:
+            print(json.dumps({"verified": False, "reason": refusal.reason, "detail": refusal.detail, **seen}))
+        else:
+            print(f"REFUSED ({refusal.reason}): {refusal.detail}")
+            for key, value in seen.items():
+                print(f"  {key:<18} {value}")
+        return 1
+    if args.json:
+        print(json.dumps({"verified": True, **result.to_json()}))
+        return 0
+    print(f"verified: {result.tee.upper()} quote, TCB status {result.status}"
+          + (f" (accepted advisories: {', '.join(result.advisories)})" if result.advisories else ""))
+    for key, value in result.measurements.items():
+        print(f"  {key:<12} {value}")
+    print(f"  report data  {result.report_data.hex()}")
+    print(f"  collateral   valid {result.collateral_window[0]} .. {result.collateral_window[1]}")
+    return 0
+
+
 def _cmd_tee_platform(args: argparse.Namespace) -> int:
     from .tee.simulated import SimulatedPlatform
 
@@ -635,6 +695,25 @@ def _parser() -> argparse.ArgumentParser:
                                                    "attestation public key for every party's [tee] trusted_roots")
     platform.add_argument("--out", type=Path, required=True, help="platform file (created if missing)")
     platform.set_defaults(func=_cmd_tee_platform)
+    attestation = sub.add_parser("attestation", help="hardware attestation: verify SGX/TDX DCAP quotes")
+    attestation_sub = attestation.add_subparsers(dest="attestation_command", required=True)
+    verify = attestation_sub.add_parser("verify", help="verify a DCAP quote against Intel collateral and a policy")
+    verify.add_argument("quote", type=Path, help="raw quote file")
+    source = verify.add_mutually_exclusive_group(required=True)
+    source.add_argument("--collateral", type=Path, help="collateral JSON (PCS/PCCS format)")
+    source.add_argument("--pccs-url", help="fetch the collateral from this PCCS (or Intel PCS)")
+    verify.add_argument("--now", type=float, help="verify as of this Unix time (default: now)")
+    verify.add_argument("--policy", type=Path, help="TOML file with an [attestation] table (see docs/enclaves.md)")
+    verify.add_argument("--accept-status", action="append", metavar="STATUS",
+                        help="accept this TCB status too (default: UpToDate only); repeat")
+    verify.add_argument("--accept-advisory", action="append", metavar="ID", help="accept this advisory id; repeat")
+    verify.add_argument("--mrenclave", action="append", metavar="HEX", help="allowed SGX MRENCLAVE; repeat")
+    verify.add_argument("--mrsigner", action="append", metavar="HEX:PRODID:MINSVN",
+                        help="allowed SGX signer, product id and lowest ISVSVN; repeat")
+    verify.add_argument("--mrtd", action="append", metavar="HEX", help="allowed TDX MRTD; repeat")
+    verify.add_argument("--report-data", metavar="HEX", help="report data the quote must carry (64 bytes)")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(func=_cmd_attestation_verify)
     return parser
 
 

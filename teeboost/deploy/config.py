@@ -58,6 +58,7 @@ class PartyConfig:
     trusted_roots: tuple[bytes, ...] = ()
     identity: Path | None = None
     identities: tuple[bytes, ...] = ()
+    attestation: dict | None = None  # [attestation]: hardware quote policy and collateral source
     timeout: float = 600.0
     connect_timeout: float = 30.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -96,7 +97,17 @@ def protocol_env(config: PartyConfig) -> ProtocolEnv:
     simulated platform, its identity key and the pinned identities of every party."""
     platform = SimulatedPlatform.load_or_create(config.platform) if config.platform else None
     identity = PartyIdentity.load(config.identity) if config.identity else None
-    return ProtocolEnv(config.options, platform, config.trusted_roots, identity, config.identities)
+    return ProtocolEnv(config.options, platform, config.trusted_roots, identity, config.identities,
+                       hardware_verifier=hardware_verifier(config.attestation) if config.attestation else None)
+
+
+def hardware_verifier(table: dict):
+    """A DCAP verifier from an ``[attestation]`` table (policy + collateral file or PCCS URL)."""
+    from ..tee.dcap import DcapPolicy, DcapQuoteVerifier, load_collateral
+
+    policy = DcapPolicy.from_config({k: v for k, v in table.items() if k not in ("collateral", "pccs_url")})
+    collateral = load_collateral(table["collateral"]) if "collateral" in table else None
+    return DcapQuoteVerifier(policy, collateral, pccs_url=table.get("pccs_url"))
 
 
 def load_config(path: str | Path) -> PartyConfig:
@@ -179,6 +190,20 @@ def load_config(path: str | Path) -> PartyConfig:
     if "allow_simulated" in tee:
         allow = _get(tee, "allow_simulated", bool, "tee", path=path)
         config.options = replace(config.options, allow_simulated_tee=allow)
+    attestation = raw.get("attestation")
+    if attestation is not None:
+        if not isinstance(attestation, dict):
+            raise ConfigError(f"{path}: [attestation] must be a table")
+        unknown = set(attestation) - {"collateral", "pccs_url", "accept_status", "accept_advisories", "mrenclave",
+                                      "mrsigner", "tdx"}
+        if unknown:
+            raise ConfigError(f"{path}: [attestation] has unknown field(s) {', '.join(sorted(unknown))}")
+        if ("collateral" in attestation) == ("pccs_url" in attestation):
+            raise ConfigError(f"{path}: [attestation] needs exactly one of collateral (a file) or pccs_url")
+        attestation = dict(attestation)
+        if "collateral" in attestation:
+            attestation["collateral"] = str(base / _get(attestation, "collateral", str, "attestation", path=path))
+        config.attestation = attestation
     network = raw.get("network", {})
     config.timeout = _get(network, "timeout", float, "network", 600.0, path=path)
     config.connect_timeout = _get(network, "connect_timeout", float, "network", 30.0, path=path)

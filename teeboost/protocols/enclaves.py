@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,8 @@ class ProtocolEnv:
     identity: PartyIdentity | None = None
     party_keys: tuple[bytes, ...] = ()
     run_id: str = ""  # set by the active party for the run it starts
+    # relying-party check of hardware quotes ([attestation]); None: the simulated backend's roots
+    hardware_verifier: Any = field(default=None, kw_only=True)
 
     def backend(self) -> SimulatedBackend:
         if not self.options.allow_simulated_tee:

@@ -181,8 +181,9 @@ class OneTeePassive(PassiveScoring):
         self.timer: dict[str, float] = {}
         code = enclave_code(PROGRAM, env.trusted_roots, env.options)
         # the measurement this party expects of the active party's enclave (published code)
-        self._verifier = QuoteVerifier(list(env.trusted_roots), [code.measurement],
-                                       allow_simulated=env.options.allow_simulated_tee)
+        # hardware deployments check Intel-signed quotes against their [attestation] policy
+        self._verifier = env.hardware_verifier or QuoteVerifier(list(env.trusted_roots), [code.measurement],
+                                                                allow_simulated=env.options.allow_simulated_tee)
         self.env = env
         self.index = index
         self.identity = env.require_identity(index)

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ..errors import EnclaveError, TeeboostError
 from .platform_file import read_platform_secrets
+from .producers import QuoteProducer, hardware_report_data
 from .quote import REPORT_DATA_BYTES, Quote
 from .sealing import seal, unseal
 
@@ -37,17 +38,24 @@ class EnclaveRuntime:
     backend = BACKEND
 
     def __init__(self, measurement: bytes, attestation_key: Ed25519PrivateKey, platform_id: bytes,
-                 sealing_secret: bytes, config: dict[str, Any]) -> None:
+                 sealing_secret: bytes, config: dict[str, Any], *, producer: QuoteProducer | None = None) -> None:
         self.measurement = measurement
         self.config = config
         self.state: dict[str, Any] = {}  # enclave-private memory between ecalls
         self._attestation_key = attestation_key
         self._platform_id = platform_id
         self._sealing_secret = sealing_secret
+        self._producer = producer  # hardware quotes (tee.producers); None: the simulated quote below
+        if producer is not None:
+            self.backend = producer.backend
 
     def quote(self, report_data: bytes, nonce: bytes) -> bytes:
         if len(report_data) > REPORT_DATA_BYTES or len(nonce) != 32:
             raise EnclaveError("report data must be <= 64 bytes and the nonce 32 bytes")
+        if self._producer is not None:  # hardware: binding and nonce folded into the 64 REPORTDATA bytes
+            quote = self._producer.quote(hardware_report_data(report_data, nonce))
+            self.backend = self._producer.backend  # a TSM producer learns its provider on the first quote
+            return quote
         body = Quote(BACKEND, self.measurement, report_data.ljust(REPORT_DATA_BYTES, b"\0"), self._platform_id, nonce)
         return body.signed(self._attestation_key).to_bytes()
 
