@@ -148,14 +148,16 @@ def load_collateral(path: str | Path) -> str:
 
 def fetch_collateral(pccs_url: str, quote: bytes) -> str:
     """Collateral for ``quote`` from a PCCS (or Intel PCS) at ``pccs_url``."""
-    dcap = _dcap()
-    try:
-        collateral = dcap.get_collateral(pccs_url, quote)
-        if hasattr(collateral, "__await__"):
-            import asyncio
+    import asyncio
 
-            collateral = asyncio.run(collateral)
-    except (RuntimeError, ValueError) as exc:
+    dcap = _dcap()
+
+    async def fetch():
+        return await dcap.get_collateral(pccs_url, quote)  # dcap-qvl fetches on the running event loop
+
+    try:
+        collateral = asyncio.run(fetch())
+    except (RuntimeError, ValueError, OSError) as exc:
         raise Refused("collateral", f"could not fetch collateral from {pccs_url}: {exc}") from None
     return collateral.to_json() if hasattr(collateral, "to_json") else json.dumps(collateral)
 

@@ -207,3 +207,10 @@ def test_attestation_table_in_a_party_config_builds_the_hardware_verifier(tmp_pa
     config.write_text(config.read_text().replace('collateral = "collateral.json"\n', ""))
     with pytest.raises(ConfigError, match="exactly one of collateral"):
         load_config(config)
+
+
+def test_an_unreachable_pccs_is_a_named_refusal():
+    verifier = DcapQuoteVerifier(sgx_verifier().policy, pccs_url="http://127.0.0.1:9/", clock=lambda: INSIDE)
+    with pytest.raises(Refused) as refused:
+        verifier.inspect(sample("sgx_quote"))
+    assert refused.value.reason == "collateral" and "127.0.0.1:9" in refused.value.detail
