@@ -466,6 +466,23 @@ def _cmd_party(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_spread(reports: list[dict]) -> None:
+    """Mean and range over seeds of method (iv), per protocol, model size, column and tolerance."""
+    import statistics
+
+    print(f"\nover {len({r['seed'] for r in reports})} seeds: rows guessed within each tolerance, method (iv), "
+          "mean [min, max]")
+    groups: dict[tuple, list[float]] = {}
+    for r in reports:
+        for row in r["results"]:
+            if row["order"] == "inferred" and row["method"] == "attack_approx" and row["rows"] == "training":
+                key = (r["protocol"], f"{r['n_trees']}x{r['max_depth']}", row["feature"], row["tolerance"])
+                groups.setdefault(key, []).append(100 * row["accuracy"])
+    for (protocol, size, feature, tolerance), values in groups.items():
+        print(f"  {protocol:<12} {size:<6} {feature} +-{tolerance:g}: {statistics.mean(values):5.1f}% "
+              f"[{min(values):.1f}, {max(values):.1f}]")
+
+
 def _cmd_attack(args: argparse.Namespace) -> int:
     from .attack.report import write_outputs
     from .attack.run import UPPER_BOUND, AttackTarget, ModelSize, run_sweep
@@ -476,9 +493,11 @@ def _cmd_attack(args: argparse.Namespace) -> int:
             raise DataError(f"protocol {protocol!r} is not implemented (available: {', '.join(sorted(PROTOCOLS))})")
     params = _params(args)
     sizes = ModelSize.parse_list(args.sweep) if args.sweep else [ModelSize(params.n_trees, params.max_depth)]
-    if args.transcript is not None and (len(protocols) > 1 or len(sizes) > 1):
-        raise DataError("--transcript attacks one recorded run: it cannot be combined with --sweep or several "
-                        "--protocols")
+    if args.repeat < 1:
+        raise DataError(f"--repeat {args.repeat} must be >= 1")
+    if args.transcript is not None and (len(protocols) > 1 or len(sizes) > 1 or args.repeat > 1):
+        raise DataError("--transcript attacks one recorded run: it cannot be combined with --sweep, --repeat or "
+                        "several --protocols")
     if args.transcript is not None and not args.transcript.is_file():
         raise DataError(f"{args.transcript}: transcript not found")
     if not 0 < args.known_labels < 1:
@@ -538,7 +557,9 @@ def _cmd_attack(args: argparse.Namespace) -> int:
                       + ", ".join(f"{k[4:].replace('_', ' ')} {v:.3f}" for k, v in row.items()
                                   if k.startswith("auc_") and isinstance(v, float)))
 
-    reports = run_sweep(active, passives, targets, params, protocols, sizes, on_report=show, options=_options(args),
+    seeds = [args.random_state + k for k in range(args.repeat)]
+    reports = run_sweep(active, passives, targets, params, protocols, sizes, seeds=seeds, on_report=show,
+                        options=_options(args),
                         transcript=args.transcript, aux=aux, aux_noise=args.aux_noise, out_dir=args.out,
                         seed=args.random_state, upper_bound=args.upper_bound, known_labels=args.known_labels,
                         known_values=args.known_values, reuse_transcripts=args.reuse_transcripts,
@@ -548,6 +569,8 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"reports": reports, "files": [str(p) for p in written]}))
         return 0
+    if args.repeat > 1:
+        _print_spread(reports)
     print("\nassumptions:\n" + "\n".join(f"  - {a}" for a in reports[0]["assumptions"]))
     print("\nwrote:\n" + "\n".join(f"  {p}" for p in written))
     if reused:
@@ -641,6 +664,8 @@ def _parser() -> argparse.ArgumentParser:
     attack.add_argument("--sweep", metavar="TxD,TxD,...",
                         help="model sizes to attack in turn, e.g. 5x3,10x4,20x5,50x6 (overrides --n-trees/--max-depth)")
     attack.add_argument("--protocols", metavar="P,P,...", help="attack several protocols in turn (overrides --protocol)")
+    attack.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="attack N draws (seeds --random-state, +1, ...: split and training) and report the spread")
     attack.add_argument("--upper-bound", action="store_true",
                         help="also score the true bin order (the leakage profile's upper bound, not an attack)")
     attack.add_argument("--known-labels", type=float, default=0.01, metavar="SHARE",

@@ -28,9 +28,9 @@ _STYLES = [
     {"linestyle": "-.", "marker": "^", "markersize": 7, "linewidth": 2.5},
     {"linestyle": ":", "marker": "D", "markersize": 4, "linewidth": 2.0},
 ]
-_RESULT_FIELDS = ["protocol", "n_trees", "max_depth", "rows", "feature", "order", "method", "tolerance", "accuracy",
+_RESULT_FIELDS = ["protocol", "n_trees", "max_depth", "seed", "rows", "feature", "order", "method", "tolerance", "accuracy",
                   "scored_rows"]
-_RECOVERY_FIELDS = ["protocol", "n_trees", "max_depth", "feature", "source", "exact_share", "pinned_rows",
+_RECOVERY_FIELDS = ["protocol", "n_trees", "max_depth", "seed", "feature", "source", "exact_share", "pinned_rows",
                     "wrongly_pinned_rows", "spearman", "rows", "missing_rows", "missing_flagged",
                     "present_flagged_missing", "cuts", "cut_groups", "levels"]
 
@@ -69,19 +69,20 @@ def _feature_label(name: str, position: int):
 
 
 def _key(report: dict[str, Any]) -> dict[str, Any]:
-    return {"protocol": report["protocol"], "n_trees": report["n_trees"], "max_depth": report["max_depth"]}
+    return {"protocol": report["protocol"], "n_trees": report["n_trees"], "max_depth": report["max_depth"],
+            "seed": report.get("seed", 0)}
 
 
 def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> Path:
     """Rows of the runs just audited replace the same runs' rows in an existing file; rows of
     other runs (another protocol or model size audited into the same directory) are kept."""
-    runs = {(str(r["protocol"]), str(r["n_trees"]), str(r["max_depth"])) for r in rows}
+    runs = {(str(r["protocol"]), str(r["n_trees"]), str(r["max_depth"]), str(r["seed"])) for r in rows}
     kept = []
     if path.is_file():
         with open(path, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             if reader.fieldnames and set(fields) <= set(reader.fieldnames):
-                kept = [r for r in reader if (r["protocol"], r["n_trees"], r["max_depth"]) not in runs]
+                kept = [r for r in reader if (r["protocol"], r["n_trees"], r["max_depth"], r["seed"]) not in runs]
     rows = kept + rows
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
@@ -131,12 +132,13 @@ def write_outputs(reports: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             ax.set_xlabel("tolerance (+-)")
             ax.set_ylabel("rows guessed within tolerance (%)")
             ax.set_ylim(0, 100)
-            ax.set_title(f"{label}: {report['protocol']}, {report['n_trees']} trees x depth {report['max_depth']}",
-                         fontproperties=font)
+            ax.set_title(f"{label}: {report['protocol']}, {report['n_trees']} trees x depth {report['max_depth']}"
+                         + (f", seed {report['seed']}" if report.get("seed") else ""), fontproperties=font)
             ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
             ax.grid(alpha=0.3)
             fig.tight_layout()
-            path = out_dir / (f"attack-{report['protocol']}-{report['n_trees']}x{report['max_depth']}-"
+            seed = f"-seed{report['seed']}" if report.get("seed") else ""
+            path = out_dir / (f"attack-{report['protocol']}-{report['n_trees']}x{report['max_depth']}{seed}-"
                               f"{file_slug(feature, position)}.png")
             fig.savefig(path, dpi=120)
             plt.close(fig)
@@ -155,10 +157,15 @@ def _sweep_plots(plt, reports, sizes, features, out_dir: Path) -> list[Path]:
     x = list(range(len(sizes)))
 
     def find(protocol, size):
-        for r in reports:
-            if r["protocol"] == protocol and (r["n_trees"], r["max_depth"]) == size:
-                return r
-        return None
+        """Every seed's report of one (protocol, size); the plots show their mean, bars their range."""
+        return [r for r in reports if r["protocol"] == protocol and (r["n_trees"], r["max_depth"]) == size]
+
+    def spread(values):
+        values = [v for v in values if v == v]
+        if not values:
+            return float("nan"), 0.0, 0.0
+        mean = sum(values) / len(values)
+        return mean, mean - min(values), max(values) - mean
 
     for position, feature in enumerate(features):
         label, font = _feature_label(feature, position)
@@ -169,15 +176,15 @@ def _sweep_plots(plt, reports, sizes, features, out_dir: Path) -> list[Path]:
             style = _STYLES[index % len(_STYLES)]
             found = [find(protocol, size) for size in sizes]
             for ax, tolerance in zip(axes, tolerances):
-                values = []
-                for r in found:
-                    rows = [] if r is None else [row for row in r["results"] if row["feature"] == feature
-                                                 and row["order"] == "inferred" and row["tolerance"] == tolerance
-                                                 and row["method"] == "attack_approx"]
-                    values.append(100 * rows[0]["accuracy"] if rows else float("nan"))
-                ax.plot(x, values, label=protocol, **style)
-            axes[-1].plot(x, [float("nan") if r is None else r["recovery"][feature]["spearman"] for r in found],
-                          label=protocol, **style)
+                points = [spread([100 * row["accuracy"] for r in runs for row in r["results"]
+                                  if row["feature"] == feature and row["order"] == "inferred"
+                                  and row["tolerance"] == tolerance and row["method"] == "attack_approx"])
+                          for runs in found]
+                ax.errorbar(x, [p[0] for p in points], yerr=[[p[1] for p in points], [p[2] for p in points]],
+                            label=protocol, capsize=3, **style)
+            points = [spread([r["recovery"][feature]["spearman"] for r in runs]) for runs in found]
+            axes[-1].errorbar(x, [p[0] for p in points], yerr=[[p[1] for p in points], [p[2] for p in points]],
+                              label=protocol, capsize=3, **style)
         for ax, tolerance in zip(axes, tolerances):
             baseline = [100 * row["accuracy"] for r in reports for row in r["results"] if row["feature"] == feature
                         and row["tolerance"] == tolerance and row["method"] == "random_approx"]
@@ -205,12 +212,9 @@ def _sweep_plots(plt, reports, sizes, features, out_dir: Path) -> list[Path]:
         for party in passive_parties:
             values, own = [], []
             for size in sizes:
-                r = find(protocol, size)
-                row = None if r is None else next((x for x in r["labels"] if x["party"] == party), None)
-                values.append(float("nan") if row is None or row.get("auc_transcript") is None
-                              else row["auc_transcript"])
-                own.append(float("nan") if row is None or row.get("auc_own_features") is None
-                           else row["auc_own_features"])
+                rows = [x for r in find(protocol, size) for x in r["labels"] if x["party"] == party]
+                values.append(spread([x["auc_transcript"] for x in rows if x.get("auc_transcript") is not None])[0])
+                own.append(spread([x["auc_own_features"] for x in rows if x.get("auc_own_features") is not None])[0])
             ax.plot(x, values, label=f"{protocol}: passive party {party}, from what it saw",
                     **_STYLES[protocols.index(protocol) % len(_STYLES)])
     if passive_parties and own:

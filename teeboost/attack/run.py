@@ -174,7 +174,8 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
     given = transcript is not None
     trained = False
     if not given:
-        transcript = out_dir / f"transcript-{protocol}-{params.n_trees}x{params.max_depth}.tbt"
+        suffix = f"-seed{seed}" if seed else ""
+        transcript = out_dir / f"transcript-{protocol}-{params.n_trees}x{params.max_depth}{suffix}.tbt"
         if not (reuse_transcripts and transcript.is_file()):
             train_local(train_active, train_passives, params, protocol, options=options, transcript=transcript,
                         validation=validation)
@@ -254,7 +255,7 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
         labels.append({"party": index, "role": "passive",
                        **label_attack(passive_view, party.features, train_active.labels, known_share=known_labels,
                                       rng=label_rng)})
-    return {"protocol": protocol, "n_trees": params.n_trees, "max_depth": params.max_depth,
+    return {"protocol": protocol, "n_trees": params.n_trees, "max_depth": params.max_depth, "seed": seed,
             "n_attacked_rows": int(train_rows.size), "n_held_out_rows": int(view.n_held),
             "held_out_recovery": held_recoveries, "max_bin": params.max_bin, "transcript": str(transcript),
             "transcript_written": trained, "transcript_reused": not given and not trained, "known_values": known_values,
@@ -266,16 +267,22 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
 
 
 def run_sweep(active: PartyData, passives: list[PartyData], targets: list[AttackTarget], params: BoostParams,
-              protocols: list[str], sizes: list[ModelSize], *, on_report=None, **kwargs) -> list[dict[str, Any]]:
-    """One attack per (protocol, model size), each on its own freshly trained transcript."""
+              protocols: list[str], sizes: list[ModelSize], *, seeds: list[int] | None = None, on_report=None,
+              **kwargs) -> list[dict[str, Any]]:
+    """One attack per (protocol, model size, seed), each on its own freshly trained transcript.
+    A seed sets both the split into attacked and public rows and the training's random state,
+    so repeats show how much a figure owes to one draw."""
     from dataclasses import replace
 
+    base = kwargs.pop("seed", 0)
     reports = []
     for protocol in protocols:
         for size in sizes:
-            report = run_attack(active, passives, targets, replace(params, n_trees=size.n_trees,
-                                                                    max_depth=size.max_depth), protocol, **kwargs)
-            reports.append(report)
-            if on_report is not None:
-                on_report(report)
+            for seed in seeds or [base]:
+                report = run_attack(active, passives, targets,
+                                    replace(params, n_trees=size.n_trees, max_depth=size.max_depth, random_state=seed),
+                                    protocol, seed=seed, **kwargs)
+                reports.append(report)
+                if on_report is not None:
+                    on_report(report)
     return reports

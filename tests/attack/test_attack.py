@@ -245,3 +245,19 @@ def test_held_out_rows_routed_for_early_stopping_are_attacked_and_scored_apart(t
     assert report["held_out_recovery"]["age"]["spearman"] > 0.9
     best = {r["method"]: r["accuracy"] for r in held}
     assert best["attack_approx"] > 2 * best["random_approx"]
+
+
+def test_repeats_draw_new_splits_and_report_the_spread(tmp_path, capsys):
+    out = tmp_path / "repeat"
+    assert main(["attack", "--protocols", "plain", "--sweep", "1x2,2x2", "--repeat", "2", "--target", "age:2",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "over 2 seeds" in printed and "plain        2x2    age +-2:" in printed
+    assert (out / "transcript-plain-2x2-seed1.tbt").is_file() and (out / "transcript-plain-2x2.tbt").is_file()
+    with open(out / "results.csv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["seed"] for row in rows} == {"0", "1"}
+    first = {(r["n_trees"], r["method"]): r["accuracy"] for r in rows if r["seed"] == "0"}
+    second = {(r["n_trees"], r["method"]): r["accuracy"] for r in rows if r["seed"] == "1"}
+    assert first != second  # another split, another draw
+    assert (out / "leakage-vs-size-age.png").is_file()
