@@ -387,14 +387,24 @@ def _cmd_attestation_verify(args: argparse.Namespace) -> int:
             raise ConfigError(f"--mrsigner {text!r} must be HEX:PRODID:MINSVN")
         signers.append({"mrsigner": parts[0], "isv_prod_id": int(parts[1]), "min_isv_svn": int(parts[2])})
     table["mrsigner"] = signers
-    table["tdx"] = list(table.get("tdx", [])) + [{"mrtd": m} for m in args.mrtd or []]
+    rtmrs = {}
+    for text in args.rtmr or []:
+        index, sep, value = text.partition("=")
+        if not sep or index not in ("0", "1", "2", "3"):
+            raise ConfigError(f"--rtmr {text!r} must be N=HEX with N from 0 to 3")
+        rtmrs[f"rtmr{index}"] = value
+    table["tdx"] = list(table.get("tdx", [])) + [
+        {"mrtd": m, **rtmrs, **({"allow_unpinned_rtmrs": True} if args.allow_unpinned_rtmrs else {})}
+        for m in args.mrtd or []]
     policy = DcapPolicy.from_config(table)
     expected = None
     if args.report_data is not None:
         try:
-            expected = bytes.fromhex(args.report_data).ljust(64, b"\0")
+            expected = bytes.fromhex(args.report_data)
         except ValueError:
             raise ConfigError(f"--report-data {args.report_data!r} must be hex") from None
+        if len(expected) != 64:
+            raise ConfigError(f"--report-data must be exactly 64 bytes (128 hex digits), not {len(expected)}")
     try:
         quote = args.quote.read_bytes()
     except OSError as exc:
@@ -736,7 +746,11 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--mrsigner", action="append", metavar="HEX:PRODID:MINSVN",
                         help="allowed SGX signer, product id and lowest ISVSVN; repeat")
     verify.add_argument("--mrtd", action="append", metavar="HEX", help="allowed TDX MRTD; repeat")
-    verify.add_argument("--report-data", metavar="HEX", help="report data the quote must carry (64 bytes)")
+    verify.add_argument("--rtmr", action="append", metavar="N=HEX",
+                        help="TDX RTMR N the quote must carry (with --mrtd); repeat for 1, 2, 3")
+    verify.add_argument("--allow-unpinned-rtmrs", action="store_true",
+                        help="accept a TDX quote whatever RTMR1-3 hold (they measure kernel and workload)")
+    verify.add_argument("--report-data", metavar="HEX", help="report data the quote must carry (exactly 64 bytes)")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(func=_cmd_attestation_verify)
     return parser

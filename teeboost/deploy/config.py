@@ -194,12 +194,14 @@ def load_config(path: str | Path) -> PartyConfig:
     if attestation is not None:
         if not isinstance(attestation, dict):
             raise ConfigError(f"{path}: [attestation] must be a table")
-        unknown = set(attestation) - {"collateral", "pccs_url", "accept_status", "accept_advisories", "mrenclave",
-                                      "mrsigner", "tdx"}
-        if unknown:
-            raise ConfigError(f"{path}: [attestation] has unknown field(s) {', '.join(sorted(unknown))}")
         if ("collateral" in attestation) == ("pccs_url" in attestation):
             raise ConfigError(f"{path}: [attestation] needs exactly one of collateral (a file) or pccs_url")
+        from ..tee.dcap import DcapPolicy
+
+        try:  # the whole policy is checked now, not when a run starts
+            DcapPolicy.from_config(attestation)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         attestation = dict(attestation)
         if "collateral" in attestation:
             attestation["collateral"] = str(base / _get(attestation, "collateral", str, "attestation", path=path))

@@ -73,6 +73,10 @@ class PassiveService:
         for name, positions in (("train", msg.train), ("test", msg.test), ("valid", msg.valid)):
             if positions.size and (positions.min() < 0 or positions.max() >= aligned.n_rows):
                 raise ProtocolError(f"{name} positions outside the {aligned.n_rows} aligned rows")
+        if self.config.attestation is not None and msg.protocol not in HARDWARE_CHECKED:
+            raise ProtocolError(f"party {self.config.name!r} requires hardware attestation ([attestation]) and "
+                                f"refuses protocol {msg.protocol!r}, which would not check the active party's "
+                                f"enclave with it (allowed: {', '.join(HARDWARE_CHECKED)})")
         if self.party is not None:
             self.party.close()
         train = aligned.take(msg.train)
@@ -113,6 +117,11 @@ class PassiveService:
     def close(self) -> None:
         if self.party is not None:
             self.party.close()
+
+
+#: Protocols in which this passive party verifies the active enclave's quote with its
+#: [attestation] policy; a party that requires hardware attestation serves no other.
+HARDWARE_CHECKED = ("onetee",)
 
 
 def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> None:

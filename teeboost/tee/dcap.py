@@ -7,8 +7,10 @@ decides what the project accepts, and says why it refuses:
 
 - ``collateral-window``: "now" must lie inside the TCB info's and QE identity's issue/next-update
   window (stale collateral hides revoked TCBs);
-- ``quote-signature``: anything the chain check rejects (one flipped byte of a report body lands
-  here);
+- ``quote-signature``: the quote's own signatures fail (one flipped byte of a report body lands
+  here); ``collateral``: the collateral is unreadable, does not match the quote, is older than the
+  policy's minimum TCB evaluation data number, or its CRLs/chains fail; ``debug``: a debug enclave
+  or TD;
 - ``tcb-status``: the platform's TCB status must be accepted (default: ``UpToDate`` only), and
   every advisory id it carries must be accepted too;
 - ``measurement``: SGX: MRENCLAVE on the allow-list, or MRSIGNER with ISVPRODID and at least an
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,8 +39,8 @@ from .quote import Quote
 
 __all__ = ["DcapPolicy", "DcapResult", "DcapQuoteVerifier", "Refused", "load_collateral", "REASONS"]
 
-REASONS = ("quote-format", "collateral", "collateral-window", "quote-signature", "tcb-status", "measurement",
-           "report-data")
+REASONS = ("quote-format", "collateral", "collateral-window", "quote-signature", "debug", "tcb-status",
+           "measurement", "report-data")
 #: TCB statuses Intel defines, for checking a configured policy.
 TCB_STATUSES = ("UpToDate", "SWHardeningNeeded", "ConfigurationNeeded", "ConfigurationAndSWHardeningNeeded",
                 "OutOfDate", "OutOfDateConfigurationNeeded", "Revoked")
@@ -64,6 +67,7 @@ class SgxSigner:
 class TdxMeasurement:
     mr_td: bytes
     rtmrs: tuple[bytes | None, ...] = (None, None, None, None)  # None: that RTMR is not pinned
+    mr_config_id: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ class DcapPolicy:
     mr_enclaves: frozenset[bytes] = frozenset()
     signers: tuple[SgxSigner, ...] = ()
     tdx: tuple[TdxMeasurement, ...] = ()
+    min_tcb_evaluation_data_number: int = 0  # refuse collateral older than a TCB recovery
 
     def __post_init__(self) -> None:
         unknown = set(self.accepted_statuses) - set(TCB_STATUSES)
@@ -86,25 +91,82 @@ class DcapPolicy:
 
     @classmethod
     def from_config(cls, table: dict[str, Any]) -> "DcapPolicy":
-        """``[attestation]`` table: accept_status, accept_advisories, mrenclave (hex list),
-        mrsigner ({mrsigner, isv_prod_id, min_isv_svn} list), tdx ({mrtd, rtmr0..3} list)."""
-        def hexes(value, name, size):
-            try:
-                out = bytes.fromhex(value)
-            except (TypeError, ValueError):
-                raise ConfigError(f"[attestation] {name} {value!r} must be hex") from None
-            if len(out) != size:
-                raise ConfigError(f"[attestation] {name} {value!r} must be {size} bytes")
-            return out
+        """``[attestation]`` table: accept_status, accept_advisories, min_tcb_evaluation_data_number,
+        mrenclave (hex list), mrsigner ({mrsigner, isv_prod_id, min_isv_svn} list), tdx ({mrtd,
+        rtmr0..3, optional mrconfigid; allow_unpinned_rtmrs} list). Every key is checked: a misspelt
+        one would otherwise widen what is accepted."""
+        where = "[attestation]"
+        known = {"accept_status", "accept_advisories", "min_tcb_evaluation_data_number", "mrenclave", "mrsigner",
+                 "tdx", "collateral", "pccs_url"}
+        _no_unknown(table, known, where)
 
-        signers = tuple(SgxSigner(hexes(s["mrsigner"], "mrsigner", 32), int(s.get("isv_prod_id", 0)),
-                                  int(s.get("min_isv_svn", 0))) for s in table.get("mrsigner", []))
-        tdx = tuple(TdxMeasurement(hexes(t["mrtd"], "mrtd", 48),
-                                   tuple(hexes(t[f"rtmr{i}"], f"rtmr{i}", 48) if f"rtmr{i}" in t else None
-                                         for i in range(4))) for t in table.get("tdx", []))
-        return cls(frozenset(table.get("accept_status", ["UpToDate"])),
-                   frozenset(table.get("accept_advisories", [])),
-                   frozenset(hexes(m, "mrenclave", 32) for m in table.get("mrenclave", [])), signers, tdx)
+        def strings(name):
+            value = table.get(name, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{where} {name} must be a list of strings, not {value!r}")
+            return value
+
+        def entries(name):
+            value = table.get(name, [])
+            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+                raise ConfigError(f"{where} {name} must be a list of tables, not {value!r}")
+            return value
+
+        signers = []
+        for entry in entries("mrsigner"):
+            _no_unknown(entry, {"mrsigner", "isv_prod_id", "min_isv_svn"}, f"{where} mrsigner entry")
+            for key in ("mrsigner", "isv_prod_id", "min_isv_svn"):  # no default: 0 would accept any rollback
+                if key not in entry:
+                    raise ConfigError(f"{where} mrsigner entry needs {key!r}")
+            signers.append(SgxSigner(_hex(entry["mrsigner"], "mrsigner", 32),
+                                     _u16(entry["isv_prod_id"], "isv_prod_id"), _u16(entry["min_isv_svn"],
+                                                                                    "min_isv_svn")))
+        tdx = []
+        for entry in entries("tdx"):
+            _no_unknown(entry, {"mrtd", "rtmr0", "rtmr1", "rtmr2", "rtmr3", "mrconfigid", "allow_unpinned_rtmrs"},
+                        f"{where} tdx entry")
+            if "mrtd" not in entry:
+                raise ConfigError(f"{where} tdx entry needs 'mrtd'")
+            unpinned = entry.get("allow_unpinned_rtmrs", False)
+            if not isinstance(unpinned, bool):
+                raise ConfigError(f"{where} tdx allow_unpinned_rtmrs must be true or false")
+            missing = [f"rtmr{i}" for i in (1, 2, 3) if f"rtmr{i}" not in entry]
+            if missing and not unpinned:
+                raise ConfigError(f"{where} tdx entry pins no {', '.join(missing)}: MRTD and RTMR0 measure the "
+                                  "firmware only, the kernel and workload are in RTMR1-3 (set "
+                                  "allow_unpinned_rtmrs = true to accept any)")
+            tdx.append(TdxMeasurement(
+                _hex(entry["mrtd"], "mrtd", 48),
+                tuple(_hex(entry[f"rtmr{i}"], f"rtmr{i}", 48) if f"rtmr{i}" in entry else None for i in range(4)),
+                _hex(entry["mrconfigid"], "mrconfigid", 48) if "mrconfigid" in entry else None))
+        minimum = table.get("min_tcb_evaluation_data_number", 0)
+        if isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 0:
+            raise ConfigError(f"{where} min_tcb_evaluation_data_number must be a whole number >= 0")
+        return cls(frozenset(strings("accept_status") or ["UpToDate"]), frozenset(strings("accept_advisories")),
+                   frozenset(_hex(m, "mrenclave", 32) for m in strings("mrenclave")), tuple(signers), tuple(tdx),
+                   minimum)
+
+
+def _no_unknown(table: dict, known: set[str], where: str) -> None:
+    unknown = set(table) - known
+    if unknown:
+        raise ConfigError(f"{where} has unknown field(s) {', '.join(sorted(unknown))}")
+
+
+def _hex(value: Any, name: str, size: int) -> bytes:
+    try:
+        out = bytes.fromhex(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"[attestation] {name} {value!r} must be hex") from None
+    if len(out) != size:
+        raise ConfigError(f"[attestation] {name} {value!r} must be {size} bytes")
+    return out
+
+
+def _u16(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFF:
+        raise ConfigError(f"[attestation] {name} = {value!r} must be a whole number from 0 to 65535")
+    return value
 
 
 @dataclass
@@ -162,14 +224,30 @@ def fetch_collateral(pccs_url: str, quote: bytes) -> str:
     return collateral.to_json() if hasattr(collateral, "to_json") else json.dumps(collateral)
 
 
-def _window(collateral: dict, key: str) -> tuple[datetime, datetime, str, str]:
+def _window(collateral: dict, key: str) -> tuple[datetime, datetime, str, str, dict]:
     try:
         body = json.loads(collateral[key])
         issued, update = body["issueDate"], body["nextUpdate"]
-        return (datetime.fromisoformat(issued.replace("Z", "+00:00")),
-                datetime.fromisoformat(update.replace("Z", "+00:00")), issued, update)
-    except (KeyError, TypeError, ValueError) as exc:
+        start = datetime.fromisoformat(issued.replace("Z", "+00:00"))
+        end = datetime.fromisoformat(update.replace("Z", "+00:00"))
+        if start.tzinfo is None or end.tzinfo is None:
+            raise ValueError("dates without a time zone")
+        return start, end, issued, update, body
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise Refused("collateral", f"collateral has no readable {key} issue/next-update dates ({exc})") from None
+
+
+def _reason(message: str) -> str:
+    """dcap-qvl's error text -> our reason: collateral faults are not the quote's."""
+    text = message.lower()
+    if "expired" in text or "not yet valid" in text:
+        return "collateral-window"
+    if "debug" in text:
+        return "debug"
+    if any(word in text for word in ("fmspc", "crl", "revocation", "qe identity", "qeidentity", "tcb info",
+                                     "tcbinfo", "collateral", "issuer chain", "json")):
+        return "collateral"
+    return "quote-signature"
 
 
 class DcapQuoteVerifier:
@@ -190,28 +268,36 @@ class DcapQuoteVerifier:
                 expected_report_data: bytes | None = None) -> DcapResult:
         """Verify ``quote`` fully; the result, or ``Refused`` with its reason."""
         dcap = _dcap()
+        quote = bytes(quote)
         now = self._clock() if now is None else now
+        if not math.isfinite(now):
+            raise Refused("collateral-window", f"'now' must be a finite time, not {now}")
         text = self._collateral if self._collateral is not None else fetch_collateral(self._pccs_url, quote)
         try:
             collateral = json.loads(text)
-        except ValueError as exc:
-            raise Refused("collateral", f"collateral is not JSON ({exc})") from None
+            parsed_collateral = dcap.QuoteCollateralV3.from_json(text)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise Refused("collateral", f"collateral is not usable JSON ({exc})") from None
+        if not isinstance(collateral, dict):
+            raise Refused("collateral", "collateral must be a JSON object")
         moment = datetime.fromtimestamp(now).astimezone()
         windows = [_window(collateral, "tcb_info"), _window(collateral, "qe_identity")]
-        for start, end, issued, update in windows:
+        for start, end, issued, update, _ in windows:
             if not start <= moment < end:
                 raise Refused("collateral-window", f"now ({moment.isoformat()}) is outside the collateral's "
                                                    f"window {issued} .. {update}")
+        evaluation = windows[0][4].get("tcbEvaluationDataNumber")
+        if not isinstance(evaluation, int) or evaluation < self.policy.min_tcb_evaluation_data_number:
+            raise Refused("collateral", f"TCB info evaluation data number {evaluation!r} is older than the policy's "
+                                        f"minimum {self.policy.min_tcb_evaluation_data_number}")
         try:
             parsed = dcap.parse_quote(quote)
         except (ValueError, RuntimeError) as exc:
             raise Refused("quote-format", f"not a DCAP quote ({exc})") from None
         try:
-            verified = dcap.verify(quote, dcap.QuoteCollateralV3.from_json(text), int(now))
+            verified = dcap.verify(quote, parsed_collateral, int(now))
         except (ValueError, RuntimeError) as exc:
-            message = str(exc)
-            reason = "collateral-window" if "expired" in message.lower() else "quote-signature"
-            raise Refused(reason, message) from None
+            raise Refused(_reason(str(exc)), str(exc)) from None
         report = json.loads(verified.to_json())
         body = report.get("report", {})
         if "SgxEnclave" in body:
@@ -220,7 +306,8 @@ class DcapQuoteVerifier:
                             "isv_prod_id": str(fields["isv_prod_id"]), "isv_svn": str(fields["isv_svn"])}
         else:
             tee, fields = "tdx", next(iter(body.values()))
-            measurements = {"mr_td": fields["mr_td"], **{f"rtmr{i}": fields[f"rt_mr{i}"] for i in range(4)}}
+            measurements = {"mr_td": fields["mr_td"], **{f"rtmr{i}": fields[f"rt_mr{i}"] for i in range(4)},
+                            "mr_config_id": fields.get("mr_config_id", "")}
         status, advisories = verified.status, list(verified.advisory_ids)
         try:
             fmspc = parsed.fmspc()
@@ -235,8 +322,11 @@ class DcapQuoteVerifier:
         except Refused as refusal:
             raise Refused(refusal.reason, refusal.detail, result) from None
         if expected_report_data is not None and not hmac.compare_digest(result.report_data, expected_report_data):
-            raise Refused("report-data", f"report data {result.report_data.hex()[:32]}... does not bind this "
-                                         f"channel (expected {expected_report_data.hex()[:32]}...)", result)
+            first = next((i for i, (a, b) in enumerate(zip(result.report_data, expected_report_data)) if a != b),
+                         min(len(result.report_data), len(expected_report_data)))
+            raise Refused("report-data", f"report data differs from the expected {len(expected_report_data)} bytes "
+                                         f"from byte {first} on (quote: {result.report_data[first:first + 8].hex()}..., "
+                                         f"expected: {expected_report_data[first:first + 8].hex()}...)", result)
         return result
 
     def _check_policy(self, result: DcapResult) -> None:
@@ -260,8 +350,10 @@ class DcapQuoteVerifier:
         else:
             td = bytes.fromhex(m["mr_td"])
             rtmrs = [bytes.fromhex(m[f"rtmr{i}"]) if m.get(f"rtmr{i}") else b"" for i in range(4)]
+            config_id = bytes.fromhex(m.get("mr_config_id", ""))
             ok = any(hmac.compare_digest(td, t.mr_td) and all(
                 want is None or hmac.compare_digest(have, want) for have, want in zip(rtmrs, t.rtmrs))
+                and (t.mr_config_id is None or hmac.compare_digest(config_id, t.mr_config_id))
                 for t in policy.tdx)
             if not ok:
                 raise Refused("measurement", f"MRTD {m['mr_td']} with its RTMRs is not on the allow-list")

@@ -1,6 +1,7 @@
 """Real SGX and TDX quotes (Intel hardware, Intel-signed collateral) verified, and each kind of
 bad quote refused with its own reason."""
 
+import dataclasses
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -144,16 +145,69 @@ def test_policy_from_config_table():
         DcapPolicy.from_config({"mrenclave": ["abcd"]})
 
 
+@pytest.mark.parametrize("table, message", [
+    ({"tdx": [{"mrtd": "00" * 48, "rtmr_1": "00" * 48}]}, "unknown field"),  # a misspelt pin must not vanish
+    ({"tdx": [{"mrtd": "00" * 48, "rtmr0": "00" * 48}]}, "RTMR1-3"),  # firmware only: any workload would pass
+    ({"mrsigner": [{"mrsigner": "00" * 32, "isv_prod_id": 0}]}, "needs 'min_isv_svn'"),  # no silent rollback
+    ({"mrsigner": [{"mrsigner": "00" * 32, "isv_prod_id": 0, "min_isvsvn": 5}]}, "unknown field"),
+    ({"mrsigner": [{"mrsigner": "00" * 32, "isv_prod_id": True, "min_isv_svn": 0}]}, "from 0 to 65535"),
+    ({"mrsigner": [{"mrsigner": "00" * 32, "isv_prod_id": 0, "min_isv_svn": -1}]}, "from 0 to 65535"),
+    ({"accept_advisories": "INTEL-SA-00289"}, "list of strings"),
+    ({"mrsigner": "x"}, "list of tables"),
+    ({"accept_stauts": ["UpToDate"]}, "unknown field"),
+    ({"min_tcb_evaluation_data_number": "17"}, "whole number"),
+])
+def test_a_policy_that_would_accept_more_than_it_says_is_refused(table, message):
+    with pytest.raises(ConfigError, match=message):
+        DcapPolicy.from_config(table)
+
+
+def test_collateral_older_than_the_policy_minimum_is_refused():
+    policy = dataclasses.replace(sgx_verifier().policy, min_tcb_evaluation_data_number=18)  # the sample's is 17
+    with pytest.raises(Refused) as refused:
+        DcapQuoteVerifier(policy, collateral("sgx_quote")).inspect(sample("sgx_quote"), now=INSIDE)
+    assert refused.value.reason == "collateral" and "evaluation data number 17" in refused.value.detail
+
+
+@pytest.mark.parametrize("edit", [
+    lambda c: c.update(tcb_info=json.dumps({**json.loads(c["tcb_info"]), "issueDate": "2025-06-19"})),
+    lambda c: c.update(tcb_info=json.dumps({**json.loads(c["tcb_info"]), "nextUpdate": None})),
+    lambda c: c.update(qe_identity=json.dumps({**json.loads(c["qe_identity"]), "issueDate": 5})),
+])
+def test_malformed_collateral_dates_are_a_named_refusal_not_a_crash(edit):
+    broken = json.loads(collateral("sgx_quote"))
+    edit(broken)
+    with pytest.raises(Refused) as refused:
+        DcapQuoteVerifier(sgx_verifier().policy, json.dumps(broken)).inspect(bytearray(sample("sgx_quote")),
+                                                                             now=INSIDE)
+    assert refused.value.reason == "collateral"
+
+
+def test_the_other_kind_of_collateral_is_blamed_on_the_collateral():
+    with pytest.raises(Refused) as refused:
+        DcapQuoteVerifier(sgx_verifier().policy, collateral("tdx_quote")).inspect(sample("sgx_quote"), now=INSIDE)
+    assert refused.value.reason in ("collateral", "collateral-window")
+
+
 def test_cli_verifies_and_refuses_with_reasons(tmp_path, capsys):
     quote = str(SAMPLES / "tdx_quote")
     base = ["attestation", "verify", quote, "--collateral", str(SAMPLES / "tdx_quote_collateral.json"),
             "--now", str(INSIDE), "--json"]
-    assert main(base + ["--mrtd", tdx_mrtd().hex()]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["verified"] and out["tee"] == "tdx" and out["tcb_status"] == "UpToDate"
     assert main(base) == 1  # no allow-list: nothing is accepted, but the quote's measurements are shown
     out = json.loads(capsys.readouterr().out)
     assert out["reason"] == "measurement" and out["measurements"]["mr_td"] == tdx_mrtd().hex()
+    rtmrs = [f"{i}={out['measurements'][f'rtmr{i}']}" for i in (1, 2, 3)]
+    assert main(base + ["--mrtd", tdx_mrtd().hex()]) == 2  # RTMR1-3 (kernel, workload) must be pinned
+    assert "RTMR1-3" in capsys.readouterr().err
+    pinned = base + ["--mrtd", tdx_mrtd().hex()] + [arg for r in rtmrs for arg in ("--rtmr", r)]
+    assert main(pinned) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verified"] and out["tee"] == "tdx" and out["tcb_status"] == "UpToDate"
+    assert main(base + ["--mrtd", tdx_mrtd().hex(), "--rtmr", "1=" + "00" * 48, "--rtmr", "2=" + "00" * 48,
+                        "--rtmr", "3=" + "00" * 48]) == 1
+    assert json.loads(capsys.readouterr().out)["reason"] == "measurement"
+    assert main(base + ["--mrtd", tdx_mrtd().hex(), "--allow-unpinned-rtmrs"]) == 0
+    capsys.readouterr()
     policy = tmp_path / "policy.toml"
     policy.write_text(f'[attestation]\naccept_status = ["UpToDate", "{SGX_STATUS}"]\n'
                       f'accept_advisories = {json.dumps(sorted(SGX_ADVISORIES))}\nmrenclave = ["{MRENCLAVE.hex()}"]\n')
@@ -165,6 +219,10 @@ def test_cli_verifies_and_refuses_with_reasons(tmp_path, capsys):
     assert "REFUSED (collateral-window)" in capsys.readouterr().out
     assert main(sgx + ["--now", str(INSIDE), "--report-data", "00" * 64]) == 1
     assert "REFUSED (report-data)" in capsys.readouterr().out
+    assert main(sgx + ["--now", str(INSIDE), "--report-data", "00" * 13]) == 2  # never silently zero-padded
+    assert "exactly 64 bytes" in capsys.readouterr().err
+    assert main(sgx + ["--now", "nan"]) == 1
+    assert "REFUSED (collateral-window)" in capsys.readouterr().out
 
 
 def test_a_passive_party_configured_for_hardware_refuses_a_simulated_enclave(monkeypatch, small_credit):
@@ -214,3 +272,31 @@ def test_an_unreachable_pccs_is_a_named_refusal():
     with pytest.raises(Refused) as refused:
         verifier.inspect(sample("sgx_quote"))
     assert refused.value.reason == "collateral" and "127.0.0.1:9" in refused.value.detail
+
+
+def test_a_party_requiring_hardware_attestation_refuses_protocols_that_skip_it(tmp_path):
+    """Otherwise the active party, the one to be checked, could name plain or N-TEE and never
+    show a quote."""
+    import numpy as np
+
+    from teeboost.config import BoostParams
+    from teeboost.deploy.config import load_config
+    from teeboost.deploy.messages import Setup
+    from teeboost.deploy.passive import PassiveService
+    from teeboost.errors import ProtocolError
+
+    (tmp_path / "collateral.json").write_text(collateral("sgx_quote"))
+    (tmp_path / "x.csv").write_text("id,a\n" + "".join(f"{i},{i % 7}\n" for i in range(20)))
+    config = tmp_path / "passive.toml"
+    config.write_text('[party]\nname = "telco"\nrole = "passive"\nindex = 1\nlisten = "127.0.0.1:0"\n'
+                      'data = "x.csv"\nid_column = "id"\n[tls]\ninsecure = true\n[attestation]\n'
+                      f'collateral = "collateral.json"\nmrenclave = ["{MRENCLAVE.hex()}"]\n')
+    service = PassiveService(load_config(config))
+    service.psi.rows = np.arange(20)
+    for protocol in ("plain", "secureboost", "ntee"):
+        with pytest.raises(ProtocolError, match=f"refuses protocol '{protocol}'"):
+            service.handle(Setup(protocol, json.dumps(BoostParams().to_dict()), np.arange(15), np.arange(15, 20),
+                                 np.empty(0, dtype=np.int64)))
+    config.write_text(config.read_text().replace('mrenclave = [', 'mrenclav = ['))
+    with pytest.raises(ConfigError, match="unknown field"):  # a misspelt policy fails at load, not mid-run
+        load_config(config)
