@@ -3,11 +3,13 @@
 The active party knows the passive party's column names, each column's number of value bins
 (the handshake), the binning rule every party runs, and a rough public distribution of each
 column: its deciles, min and max, whether values are whole numbers, and its share of missing
-values (the stated assumption of the attack). A group of cuts on one feature shows three
+values (the stated assumption of the attack). A group of cuts on one feature shows four
 matching traits once ranked: the share of rows it flags as missing, how many distinct
-thresholds it uses (for many cuts, bins - 1), and the largest share of rows no threshold
-separates (a value most rows share shows as repeated deciles). Groups are matched
-to columns by the cheapest one-to-one assignment of those mismatches.
+thresholds it uses (never more than bins - 1), the largest share of rows no threshold
+separates (a value most rows share shows as repeated deciles), and where its thresholds sit
+as quantiles (near the bin edges the public distribution implies). The largest groups are
+matched to columns by the cheapest one-to-one assignment of those mismatches. With a few known
+values (``infer``), the group whose order agrees with them names the column instead.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..metrics import average_ranks
 from .cuts import CutSet
