@@ -98,6 +98,8 @@ class MeasuredImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _read_exact(fd, size):
+    # runtime._read_exact's twin on purpose: the loader reads the bundle before any teeboost
+    # module exists in the enclave, so it can import nothing of ours
     import os
     chunks = []
     while size:
