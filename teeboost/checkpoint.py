@@ -115,49 +115,59 @@ def _field(meta: dict[str, Any], key: str, path: Path) -> Any:
 
 @dataclass
 class ActiveCheckpoint:
-    """The active party after a completed round."""
+    """The active party after a completed round. In strict mode the host holds no boosting
+    state (``state`` None): its enclave's sealed blob carries it, and ``trees`` counts it."""
 
     run_id: str
-    state: BoostState
+    state: BoostState | None
     owner: OwnerTable
     progress: list[TreeProgress] = field(default_factory=list)
     transcript_offset: int | None = None
     sealed_enclave: bytes | None = None  # opaque to the host: sealed by its enclave
+    trees: int = 0  # trees done, when ``state`` is None
 
     @property
     def n_trees(self) -> int:
-        return len(self.state.ensemble.trees)
+        return self.trees if self.state is None else len(self.state.ensemble.trees)
 
     def save(self, path: Path) -> None:
         state = self.state
         meta = {
             "format": FORMAT, "version": VERSION, "role": "active", "run_id": self.run_id,
-            "n_trees": self.n_trees, "next_round": state.next_round, "rng_state": state.rng_state,
-            "best_value": state.best_value, "best_round": state.best_round,
-            "ensemble": state.ensemble.to_dict(), "records": self.owner.to_list(),
+            "n_trees": self.n_trees, "records": self.owner.to_list(),
             "progress": [asdict(p) for p in self.progress], "transcript_offset": self.transcript_offset,
             "sealed_enclave": None if self.sealed_enclave is None else self.sealed_enclave.hex(),
         }
-        arrays = {"margin": state.margin}
-        if state.valid_margin is not None:
-            arrays["valid_margin"] = state.valid_margin
+        arrays = {}
+        if state is not None:
+            meta.update({"next_round": state.next_round, "rng_state": state.rng_state,
+                         "best_value": state.best_value, "best_round": state.best_round,
+                         "ensemble": state.ensemble.to_dict()})
+            arrays["margin"] = state.margin
+            if state.valid_margin is not None:
+                arrays["valid_margin"] = state.valid_margin
         _write(path, meta, arrays)
 
     @classmethod
     def load(cls, path: Path, n_features: int) -> "ActiveCheckpoint":
         meta, arrays = _read(path, "active")
         try:
-            ensemble = Ensemble.from_dict(_field(meta, "ensemble", path))
             owner = OwnerTable.from_list(_field(meta, "records", path), n_features)
-            state = BoostState(
-                ensemble=ensemble, margin=arrays["margin"], rng_state=_field(meta, "rng_state", path),
-                next_round=int(_field(meta, "next_round", path)), valid_margin=arrays.get("valid_margin"),
-                best_value=meta.get("best_value"), best_round=int(meta.get("best_round", -1)),
-            )
+            state = None
+            if "ensemble" in meta:
+                ensemble = Ensemble.from_dict(meta["ensemble"])
+                state = BoostState(
+                    ensemble=ensemble, margin=arrays["margin"], rng_state=_field(meta, "rng_state", path),
+                    next_round=int(_field(meta, "next_round", path)), valid_margin=arrays.get("valid_margin"),
+                    best_value=meta.get("best_value"), best_round=int(meta.get("best_round", -1)),
+                )
+            elif meta.get("sealed_enclave") is None:
+                raise CheckpointError(f"{path}: checkpoint holds neither boosting state nor an enclave's")
             progress = [TreeProgress(**p) for p in meta.get("progress", [])]
             sealed = meta.get("sealed_enclave")
             return cls(str(_field(meta, "run_id", path)), state, owner, progress,
-                       meta.get("transcript_offset"), None if sealed is None else bytes.fromhex(sealed))
+                       meta.get("transcript_offset"), None if sealed is None else bytes.fromhex(sealed),
+                       int(_field(meta, "n_trees", path)))
         except (ModelFileError, KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{path}: inconsistent checkpoint ({exc})") from None
 
@@ -170,18 +180,22 @@ class PassiveCheckpoint:
     fingerprint: str  # digest of this party's own data and parameters
     n_trees: int
     owner: OwnerTable
+    sealed_enclave: bytes | None = None  # strict mode: the records, sealed by this party's enclave
 
     def save(self, path: Path) -> None:
         _write(path, {"format": FORMAT, "version": VERSION, "role": "passive", "run_id": self.run_id,
                       "fingerprint": self.fingerprint, "n_trees": self.n_trees,
-                      "records": self.owner.to_list()}, {})
+                      "records": self.owner.to_list(),
+                      "sealed_enclave": None if self.sealed_enclave is None else self.sealed_enclave.hex()}, {})
 
     @classmethod
     def load(cls, path: Path, n_features: int) -> "PassiveCheckpoint":
         meta, _ = _read(path, "passive")
         try:
+            sealed = meta.get("sealed_enclave")
             return cls(str(_field(meta, "run_id", path)), str(_field(meta, "fingerprint", path)),
                        int(_field(meta, "n_trees", path)),
-                       OwnerTable.from_list(_field(meta, "records", path), n_features))
+                       OwnerTable.from_list(_field(meta, "records", path), n_features),
+                       None if sealed is None else bytes.fromhex(sealed))
         except (ModelFileError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{path}: inconsistent checkpoint ({exc})") from None

@@ -33,6 +33,7 @@ from .parties.active import FederatedOracle, NotingFinder, discard_trees, handsh
 from .parties.messages import ResumeFrom, RunNote, SaveCheckpoint
 from .parties.passive import PassiveParty
 from .protocols.enclaves import SIMULATED_HINT, ProtocolEnv
+from .protocols.strict import StrictPredictPassive, announce_validation, strict_margin
 from .tee.identity import PartyIdentity
 from .protocols.registry import get_protocol
 from .tee.simulated import SimulatedPlatform
@@ -79,6 +80,7 @@ class FederatedModel:
 
     active: ActiveModel
     passives: list[PassiveModel]
+    options: ProtocolOptions | None = None  # strict models predict between enclaves: needs allow_simulated_tee
 
     @property
     def n_trees(self) -> int:
@@ -88,24 +90,43 @@ class FederatedModel:
         return save_models(model_dir, self.active, self.passives)
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> "FederatedModel":
+    def load(cls, model_dir: str | Path, options: ProtocolOptions | None = None) -> "FederatedModel":
         active, passives = load_model_dir(model_dir)
-        return cls(active, passives)
+        return cls(active, passives, options)
 
-    def _channel(self, passive_features: list[np.ndarray]) -> InMemoryChannel | None:
+    @property
+    def strict(self) -> bool:
+        return self.active.protocol == "strict"
+
+    def _parties(self, passive_features: list[np.ndarray], envs: list[ProtocolEnv]) -> list[PassiveParty]:
         if len(passive_features) != len(self.passives):
             raise DataError(f"the model has {len(self.passives)} passive parties, got data for {len(passive_features)}")
-        handlers = {}
+        parties = []
         for model, features in zip(self.passives, passive_features):
-            party = PassiveParty(model.index, model.name, model.feature_names, model.owner)
+            protocol = StrictPredictPassive(model.owner, envs[model.index], model.index) if self.strict else None
+            party = PassiveParty(model.index, model.name, model.feature_names, model.owner, protocol=protocol,
+                                 protocol_name="strict" if self.strict else None)
             party.add_dataset("predict", features)
-            handlers[model.index] = party.handle
-        return InMemoryChannel(handlers) if handlers else None
+            parties.append(party)
+        return parties
 
     def predict_margin(self, active_features: np.ndarray, passive_features: list[np.ndarray]) -> tuple[np.ndarray, dict]:
-        channel = self._channel(passive_features)
-        oracle = FederatedOracle(channel, "predict", self.active.owner, active_features)
-        margin = self.active.ensemble.margin(active_features.shape[0], oracle)
+        """Margins, and the traffic they took. A strict model's rows are routed between
+        enclaves (fresh simulated ones here): the active side sees margins only."""
+        envs = (_environments(True, self.options or ProtocolOptions(), len(self.passives)) if self.strict
+                else [ProtocolEnv() for _ in range(len(self.passives) + 1)])
+        parties = self._parties(passive_features, envs)
+        channel = InMemoryChannel({p.index: p.handle for p in parties}) if parties else None
+        try:
+            if self.strict:
+                margin = strict_margin(channel, envs[0], self.active.ensemble, self.active.owner, active_features,
+                                       "predict")
+            else:
+                oracle = FederatedOracle(channel, "predict", self.active.owner, active_features)
+                margin = self.active.ensemble.margin(active_features.shape[0], oracle)
+        finally:
+            for party in parties:
+                party.close()
         traffic = channel.traffic.to_dict() if channel is not None else {"bytes_total": 0}
         return margin, traffic
 
@@ -208,32 +229,42 @@ def train_active(
         if saved is not None:
             channel.request_all({p: ResumeFrom(run_id, saved.n_trees) for p in channel.parties})
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
+        if spec.trains_in_enclave:  # validation rows ride along inside the enclaves
+            announce_validation(channel, "" if validation is None else validation[1],
+                                0 if validation is None else validation[0].n_rows)
         finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins,
                                   params, dataclasses.replace(env, run_id=run_id))
-        if writer is not None:
-            finder = NotingFinder(finder, writer, objective.n_outputs)
-        if saved is not None and saved.sealed_enclave is not None:
-            finder.restore_sealed_state(run_id, saved.sealed_enclave)
+        if spec.trains_in_enclave:
+            ensemble, owner = _train_in_enclave(
+                finder, channel, run_id, y, classes, objective_name, objective.n_outputs, active_columns,
+                validation, valid_y, saved, report_tree, progress, writer, checkpoint_path)
+            active_columns.owner = owner
+        else:
+            if writer is not None:
+                finder = NotingFinder(finder, writer, objective.n_outputs)
+            if saved is not None and saved.sealed_enclave is not None:
+                finder.restore_sealed_state(run_id, saved.sealed_enclave)
 
-        def save_checkpoint(state: BoostState) -> None:
-            n_trees = len(state.ensemble.trees)
-            channel.request_all({p: SaveCheckpoint(run_id, n_trees) for p in channel.parties})
-            ActiveCheckpoint(run_id, state, active_columns.owner, list(progress),
-                             None if writer is None else writer.offset(),
-                             finder.sealed_state(run_id)).save(checkpoint_path)
+            def save_checkpoint(state: BoostState) -> None:
+                n_trees = len(state.ensemble.trees)
+                channel.request_all({p: SaveCheckpoint(run_id, n_trees) for p in channel.parties})
+                ActiveCheckpoint(run_id, state, active_columns.owner, list(progress),
+                                 None if writer is None else writer.offset(),
+                                 finder.sealed_state(run_id)).save(checkpoint_path)
 
-        booster = Booster(
-            params, objective, finder,
-            FederatedOracle(channel, "train", active_columns.owner, active.features),
-            on_tree=report_tree,
-            on_truncate=lambda keep: (active_columns.owner.keep_trees_below(keep), discard_trees(channel, keep)),
-        )
-        valid = None
-        if validation is not None:
-            valid = Validation(valid_y, FederatedOracle(channel, validation[1], active_columns.owner,
-                                                        validation[0].features))
-        ensemble = booster.fit(y, classes=classes, validation=valid, state=None if saved is None else saved.state,
-                               on_round=None if checkpoint_path is None else save_checkpoint)
+            booster = Booster(
+                params, objective, finder,
+                FederatedOracle(channel, "train", active_columns.owner, active.features),
+                on_tree=report_tree,
+                on_truncate=lambda keep: (active_columns.owner.keep_trees_below(keep), discard_trees(channel, keep)),
+            )
+            valid = None
+            if validation is not None:
+                valid = Validation(valid_y, FederatedOracle(channel, validation[1], active_columns.owner,
+                                                            validation[0].features))
+            ensemble = booster.fit(y, classes=classes, validation=valid,
+                                   state=None if saved is None else saved.state,
+                                   on_round=None if checkpoint_path is None else save_checkpoint)
         if writer is not None:
             note_trees(writer, ensemble.trees)
     except BaseException:
@@ -256,6 +287,25 @@ def train_active(
         run.enclaves = ("simulated backend (separate processes, no hardware isolation; simulated quotes accepted "
                         "because allow_simulated_tee is set)")
     return model, run
+
+
+def _train_in_enclave(trainer, channel: Channel, run_id: str, y: np.ndarray, classes, objective_name: str,
+                      outputs: int, columns: PartyColumns, validation, valid_y, saved, report_tree, progress,
+                      writer, checkpoint_path):
+    """Strict mode: the enclave runs the boosting loop; the host relays, reports progress and
+    keeps sealed checkpoints. Returns the published ensemble and this party's own records."""
+
+    def save_checkpoint(blob: bytes, n_trees: int) -> None:
+        channel.request_all({p: SaveCheckpoint(run_id, n_trees) for p in channel.parties})
+        ActiveCheckpoint(run_id, None, columns.owner, list(progress), None if writer is None else writer.offset(),
+                         blob, n_trees).save(checkpoint_path)
+
+    result = trainer.fit(
+        y, classes, objective_name, outputs,
+        valid_binned=None if validation is None else columns.bins.transform(validation[0].features).T,
+        valid_labels=valid_y, sealed_checkpoint=None if saved is None else saved.sealed_enclave,
+        on_tree=report_tree, on_checkpoint=None if checkpoint_path is None else save_checkpoint)
+    return result.ensemble, result.owner
 
 
 def train_local(
@@ -303,8 +353,9 @@ def train_local(
     for party in parties:
         for phase, value in (getattr(party.protocol, "timer", None) or {}).items():
             run.phases[phase] = round(run.phases.get(phase, 0.0) + value, 4)
-    passives_models = [PassiveModel(p.index, p.name, p.feature_names, p.owner) for p in parties]
-    return FederatedModel(model, passives_models), run
+    passives_models = [PassiveModel(p.index, p.name, p.feature_names, p.owner,
+                                    "strict" if spec.trains_in_enclave else "") for p in parties]
+    return FederatedModel(model, passives_models, options if spec.uses_enclaves else None), run
 
 
 def build_passive(index: int, data: PartyData, params: BoostParams, protocol: str, env: ProtocolEnv,

@@ -45,6 +45,7 @@ class PassiveModel:
     name: str
     feature_names: list[str]
     owner: OwnerTable
+    protocol: str = ""  # "strict": this party routes only enclave to enclave
 
 
 def passive_file(index: int) -> str:
@@ -98,6 +99,7 @@ def passive_payload(model: PassiveModel) -> dict[str, Any]:
         "name": model.name,
         "features": model.feature_names,
         "records": model.owner.to_list(),
+        **({"protocol": model.protocol} if model.protocol else {}),
     }
 
 
@@ -170,7 +172,7 @@ def load_passive(path: str | Path) -> PassiveModel:
     try:
         features = [str(f) for f in data["features"]]
         return PassiveModel(int(data["index"]), str(data["name"]), features,
-                            OwnerTable.from_list(data["records"], len(features)))
+                            OwnerTable.from_list(data["records"], len(features)), str(data.get("protocol", "")))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed passive model ({exc})") from None
     except ModelFileError as exc:

@@ -119,6 +119,18 @@ class OwnerTable:
         self._records[record_id] = record
         return record_id
 
+    def insert(self, record_id: int, record: SplitRecord) -> None:
+        """A record under an id chosen elsewhere (strict mode's enclaves pick random ids)."""
+        if record_id < 0 or record_id in self._records:
+            raise ProtocolError(f"split record id {record_id} is negative or already in use")
+        self._records[record_id] = record
+        self._next_id = max(self._next_id, record_id + 1)
+
+    def replace(self, other: "OwnerTable") -> None:
+        """Take over another table's records (in place: holders of this table see them)."""
+        self._records = dict(other._records)
+        self._next_id = other._next_id
+
     def get(self, record_id: int) -> SplitRecord:
         try:
             return self._records[record_id]

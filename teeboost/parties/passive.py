@@ -56,6 +56,9 @@ class PassiveParty:
         if raw.ndim != 2 or raw.shape[1] != len(self.feature_names):
             raise ValueError(f"dataset {name!r} must have {len(self.feature_names)} columns")
         self._datasets[name] = raw
+        hook = getattr(self.protocol, "add_dataset", None)  # strict mode routes validation rows in enclaves
+        if hook is not None:
+            hook(name, raw)
 
     def close(self) -> None:
         """Release the protocol's processes and keys."""
@@ -105,7 +108,9 @@ class PassiveParty:
         path = self._checkpoint_path()
         if msg.n_trees < 0 or any(r.tree >= msg.n_trees for _, r in self.owner.items()):
             raise ProtocolError(f"party {self.name!r} holds split records beyond tree {msg.n_trees - 1}")
-        PassiveCheckpoint(msg.run_id, self.fingerprint, msg.n_trees, self.owner).save(path)
+        sealed = getattr(self.protocol, "sealed_state", None)
+        PassiveCheckpoint(msg.run_id, self.fingerprint, msg.n_trees, self.owner,
+                          sealed() if sealed is not None else None).save(path)
         return Ack()
 
     def _resume(self, msg: ResumeFrom) -> Ack:
@@ -118,6 +123,11 @@ class PassiveParty:
         if saved.n_trees < msg.n_trees:
             raise CheckpointError(f"party {self.name!r}: {path} covers {saved.n_trees} trees, "
                                   f"the active party resumes after {msg.n_trees}")
+        restore = getattr(self.protocol, "restore_sealed_state", None)
+        if restore is not None:
+            if saved.sealed_enclave is None:
+                raise CheckpointError(f"party {self.name!r}: {path} holds no sealed enclave state to resume from")
+            restore(saved.sealed_enclave, msg.n_trees)
         saved.owner.rewind(msg.n_trees)
         self.owner = saved.owner
         if self.columns is not None:
@@ -125,6 +135,8 @@ class PassiveParty:
         return Ack()
 
     def _route(self, msg: RouteRequest) -> RouteReply:
+        if self.protocol_name == "strict":  # an answer in the clear is a partition of the rows asked about
+            raise ProtocolError(f"party {self.name!r} trained in strict mode: it routes rows only between enclaves")
         raw = self._datasets.get(msg.dataset)
         if raw is None:
             raise ProtocolError(f"party {self.name!r} has no dataset {msg.dataset!r}")

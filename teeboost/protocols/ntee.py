@@ -32,7 +32,7 @@ from .enclaves import ProtocolEnv, check_party_keys, criteria_tuple, enclave_cod
 from .partition import SplitReply, SplitRequest
 from .scoring import ActiveSplitting, splits_from_winners
 
-__all__ = ["NteeActive", "NteePassive", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "EnclaveFinished",
+__all__ = ["NteeActive", "NteePassive", "attest_enclaves", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "EnclaveFinished",
            "SealedMessage", "own_candidates"]
 
 PROGRAM = "ntee_enclave.py"
@@ -99,26 +99,37 @@ def own_candidates(columns, nodes, node_rows, codec, criteria):
     return best, np.array([b.valid for b in best], dtype=bool), left
 
 
+def attest_enclaves(program: str, protocol: str, channel, criteria, max_bin: int, env: ProtocolEnv):
+    """Start the active party's enclave and attest it with every passive enclave (relayed
+    4-step handshake, each step signed by the party's pinned identity key)."""
+    identity = env.require_identity(0)
+    code = enclave_code(program, env.trusted_roots, env.options)
+    enclave = env.backend().load(code, label="active")
+    try:
+        enclave.ecall("init", init_message(protocol, "active", 0, criteria, max_bin, env, env.run_id))
+        keys = env.keys_array()
+        context = run_context_of(env, protocol, env.run_id, max_bin, criteria)
+        for party in channel.parties:
+            hello = enclave.ecall("hello", party.to_bytes(4, "big"))
+            reply = channel.request(party, EnclaveHello(hello, env.run_id, list(criteria_tuple(criteria)), keys))
+            parts = em.unpack_records(enclave.ecall("finish_initiator", party.to_bytes(4, "big") + reply.reply))
+            signature = identity.sign(party_statement("initiator", 0, context, parts[1]))
+            finished = channel.request(party, EnclaveFinish(parts[0], signature, b""))
+            if not isinstance(finished, EnclaveFinished):
+                raise ProtocolError(f"party {party} did not sign the enclave handshake")
+            enclave.ecall("confirm", party.to_bytes(4, "big") + finished.signature)
+    except BaseException:
+        enclave.close()
+        raise
+    return enclave
+
+
 class NteeActive(ActiveSplitting):
     def __init__(self, channel, columns, criteria, passive_bins, max_bin, env: ProtocolEnv) -> None:
         super().__init__(channel, columns, criteria, passive_bins, max_bin)
         self.timer: dict[str, float] = {}
         started = time.perf_counter()
-        identity = env.require_identity(0)
-        code = enclave_code(PROGRAM, env.trusted_roots, env.options)
-        self.enclave = env.backend().load(code, label="active")
-        self.enclave.ecall("init", init_message("ntee", "active", 0, criteria, max_bin, env, env.run_id))
-        keys = env.keys_array()
-        context = run_context_of(env, "ntee", env.run_id, max_bin, criteria)
-        for party in self.channel.parties:
-            hello = self.enclave.ecall("hello", party.to_bytes(4, "big"))
-            reply = self.channel.request(party, EnclaveHello(hello, env.run_id, list(criteria_tuple(criteria)), keys))
-            parts = em.unpack_records(self.enclave.ecall("finish_initiator", party.to_bytes(4, "big") + reply.reply))
-            signature = identity.sign(party_statement("initiator", 0, context, parts[1]))
-            finished = self.channel.request(party, EnclaveFinish(parts[0], signature, b""))
-            if not isinstance(finished, EnclaveFinished):
-                raise ProtocolError(f"party {party} did not sign the enclave handshake")
-            self.enclave.ecall("confirm", party.to_bytes(4, "big") + finished.signature)
+        self.enclave = attest_enclaves(PROGRAM, "ntee", channel, criteria, max_bin, env)
         self.timer["enclave setup"] = time.perf_counter() - started
 
     def _send_gradients(self, tree_index, rows, gradients):
@@ -151,6 +162,8 @@ class NteePassive:
     """Passive host: relays records to and from its enclave, records its own won splits."""
 
     handles = (EnclaveHello, EnclaveFinish, SealedMessage, SplitRequest)
+    protocol = "ntee"
+    program = PROGRAM
 
     def __init__(self, columns, params, env: ProtocolEnv, index: int) -> None:
         self.columns = columns
@@ -159,7 +172,7 @@ class NteePassive:
         self.index = index
         self.timer: dict[str, float] = {}
         self.identity = env.require_identity(index)
-        self.enclave = env.backend().load(enclave_code(PROGRAM, env.trusted_roots, env.options),
+        self.enclave = env.backend().load(enclave_code(self.program, env.trusted_roots, env.options),
                                           label=f"passive-{index}")
         self._tree = -1
         self._run_id: str | None = None
@@ -171,8 +184,11 @@ class NteePassive:
         self._run_id = msg.run_id
         self._criteria = SplitCriteria(float(msg.criteria[0]), float(msg.criteria[1]), int(msg.criteria[2]),
                                        float(msg.criteria[3]))  # the active party's: its enclave binds them
-        self.enclave.ecall("init", init_message("ntee", "passive", self.index, self._criteria,
+        self.enclave.ecall("init", init_message(self.protocol, "passive", self.index, self._criteria,
                                                 self.params.max_bin, self.env, msg.run_id))
+        self._load_columns()
+
+    def _load_columns(self) -> None:
         self.enclave.ecall("columns", serde.encode(em.EnclaveColumns(
             self.columns.bins.n_value_bins.astype(np.int64), self.columns.binned_by_feature.astype(np.uint16))))
 
@@ -184,7 +200,7 @@ class NteePassive:
             handshake_hash = self.enclave.ecall("finish_responder", em.pack_records({0: msg.final, 1: msg.signature}))
             if self._run_id is None:
                 raise ProtocolError("enclave handshake finished before it started")
-            context = run_context_of(self.env, "ntee", self._run_id, self.params.max_bin, self._criteria)
+            context = run_context_of(self.env, self.protocol, self._run_id, self.params.max_bin, self._criteria)
             statement = party_statement("responder", self.index, context, handshake_hash)
             return EnclaveFinished(self.identity.sign(statement))
         if isinstance(msg, SealedMessage):

@@ -13,7 +13,7 @@ from ..core.grower import SplitFinder
 from ..core.split import SplitCriteria
 from ..errors import ConfigError
 from ..transport.base import Channel
-from . import ntee, onetee, plain, secureboost
+from . import ntee, onetee, plain, secureboost, strict
 from .enclaves import ProtocolEnv
 
 __all__ = ["ProtocolSpec", "PROTOCOLS", "get_protocol"]
@@ -27,6 +27,7 @@ class ProtocolSpec:
                            ProtocolEnv], SplitFinder]
     make_passive: Callable[[PartyColumns, BoostParams, ProtocolEnv, int], Any]
     uses_enclaves: bool = False
+    trains_in_enclave: bool = False  # the whole boosting run happens inside the active enclave (strict)
 
 
 PROTOCOLS: dict[str, ProtocolSpec] = {
@@ -59,6 +60,15 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
             channel, columns, criteria, bins, params.max_bin, env),
         lambda columns, params, env, index: onetee.OneTeePassive(columns, env, index),
         uses_enclaves=True,
+    ),
+    "strict": ProtocolSpec(
+        "strict",
+        "an enclave at every party, and the whole run inside them: the active party learns only the model",
+        lambda channel, columns, criteria, bins, params, env: strict.StrictActive(
+            channel, columns, criteria, bins, params, env),
+        lambda columns, params, env, index: strict.StrictPassive(columns, params, env, index),
+        uses_enclaves=True,
+        trains_in_enclave=True,
     ),
 }
 

@@ -21,97 +21,23 @@ from teeboost.core.nodes import NodeRows
 from teeboost.core.split import best_splits, left_sums
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
-from teeboost.protocols.enclave_session import session, start_session
+from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_initiator,  # noqa: F401 - entry points
+                                                  ecall_finish_responder, ecall_hello, ecall_respond, init_session)
+from teeboost.protocols.enclave_handshake import expect as _expect
+from teeboost.protocols.enclave_handshake import role as _role
+from teeboost.protocols.enclave_session import session
 from teeboost.protocols.enclave_tree import CheckedTree
 from teeboost.protocols.intcodec import pack_ints, unpack_ints
 from teeboost.protocols.partition import (HistogramRequest, apply_announcements, decode_row_sets, encode_row_sets,
                                           subsets_to_bits)
-from teeboost.tee.channel import ChannelInitiator, ChannelResponder
-from teeboost.tee.quote import QuoteVerifier
 from teeboost.transport import serde
 
 PROTOCOL = "ntee"
 
 
-def _verifier(rt):
-    roots = [bytes.fromhex(r) for r in rt.config["trusted_roots"]]
-    return QuoteVerifier(roots, [rt.measurement], allow_simulated=bool(rt.config.get("allow_simulated", False)))
-
-
-def _expect(frame, cls):
-    msg = serde.decode(frame)
-    if not isinstance(msg, cls):
-        raise ProtocolError(f"expected {cls.__name__}, got {type(msg).__name__}")
-    return msg
-
-
-def _role(rt, role):
-    current = session(rt)
-    if current.role != role:
-        raise ProtocolError(f"this enclave serves the {current.role} role")
-    return current
-
-
 def ecall_init(rt, payload):
-    init = _expect(payload, m.EnclaveInit)
-    if init.role not in ("active", "passive") or (init.role == "active") != (init.party == 0):
-        raise ProtocolError(f"role {init.role!r} does not fit party {init.party}")
-    start_session(rt, init, PROTOCOL)
+    init_session(rt, payload, PROTOCOL)
     return b""
-
-
-# ---- attested channels (active enclave initiates, passive enclaves respond; both attest,
-# ---- and each party's identity key signs the handshake)
-
-def ecall_hello(rt, payload):
-    current = _role(rt, "active")
-    peer = int.from_bytes(payload, "big")
-    current.begin(peer)
-    initiator = ChannelInitiator(verifier=_verifier(rt), attester=rt.quote, aes_bits=current.aes_bits,
-                                 context=current.context)
-    rt.state.setdefault("initiators", {})[peer] = initiator
-    return initiator.hello()
-
-
-def ecall_finish_initiator(rt, payload):
-    """-> final handshake message and the handshake hash the active host signs."""
-    current = _role(rt, "active")
-    peer = int.from_bytes(payload[:4], "big")
-    initiator = rt.state.get("initiators", {}).pop(peer, None)
-    if initiator is None:
-        raise ProtocolError(f"no handshake with party {peer} is under way")
-    final, channel = initiator.finish(payload[4:])
-    current.established(peer, channel)
-    return m.pack_records({0: final, 1: channel.handshake_hash})
-
-
-def ecall_confirm(rt, payload):
-    """The passive party's signature over the handshake: only then the channel counts."""
-    peer = int.from_bytes(payload[:4], "big")
-    _role(rt, "active").confirm(peer, "responder", payload[4:])
-    return b""
-
-
-def ecall_respond(rt, hello):
-    current = _role(rt, "passive")
-    current.begin(0)
-    rt.state["responder"] = ChannelResponder(attester=rt.quote, verifier=_verifier(rt), aes_bits=current.aes_bits,
-                                             context=current.context)
-    return rt.state["responder"].respond(hello)
-
-
-def ecall_finish_responder(rt, payload):
-    """final handshake message + the active party's signature -> the handshake hash this
-    party's host signs in turn."""
-    current = _role(rt, "passive")
-    responder = rt.state.pop("responder", None)
-    if responder is None:
-        raise ProtocolError("no handshake is under way")
-    parts = m.unpack_records(payload)
-    channel = responder.finish(parts.get(0, b""))
-    current.established(0, channel)
-    current.confirm(0, "initiator", parts.get(1, b""))
-    return channel.handshake_hash
 
 
 # ---- active role

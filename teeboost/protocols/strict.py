@@ -1,0 +1,322 @@
+"""Strict mode: every party has an enclave and the active party learns nothing but the model.
+
+Beyond N-TEE, the active party's labels and binned columns go into its enclave once, and the
+enclave runs the whole boosting run (gradients, margins, node membership, leaf values, its
+own party's candidates). Hosts relay sealed records whose number and sizes follow from
+public parameters only (every tree runs ``max_depth`` levels; every level record covers
+every position and every row); rows left out by subsampling and validation rows are routed
+inside the enclaves along with the training rows. What comes out:
+
+- the active host: progress per tree (its leaf count), sealed checkpoints, and at the end the
+  model it is entitled to: tree shapes, which party owns each split and its record id, leaf
+  values, and its own thresholds; no gains, no node sizes, no partition of any node;
+- each passive host: nothing during training; at the end its own split records (feature,
+  threshold, missing direction, tree), under random ids;
+- prediction (``StrictPredictor``): margins of the rows asked for, routed between enclaves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..config import BoostParams
+from ..core.binning import FeatureBins
+from ..core.boosting import TreeProgress
+from ..core.model import Ensemble
+from ..core.split import SplitCriteria
+from ..core.tree import OwnerTable, SplitRecord
+from ..errors import ProtocolError
+from ..parties.messages import Ack
+from ..transport import serde
+from ..transport.serde import message
+from . import strict_messages as sm
+from .enclave_messages import pack_records, unpack_records
+from .enclaves import ProtocolEnv, enclave_code
+from .ntee import EnclaveFinish, EnclaveHello, NteePassive, SealedMessage, attest_enclaves
+
+__all__ = ["StrictActive", "StrictPassive", "StrictPredictPassive", "StrictSetup", "StrictResult", "PROGRAM",
+           "announce_validation", "strict_margin"]
+
+PROGRAM = "strict_enclave.py"
+
+
+@message
+@dataclass(frozen=True)
+class StrictSetup:
+    """Active host -> passive host, before the enclave handshake: the validation dataset the
+    run routes along with the training rows ("" for none) and its row count."""
+
+    validation: str
+    n_valid: int
+
+
+@dataclass
+class StrictResult:
+    """What the active host receives at the end of a strict run."""
+
+    ensemble: Ensemble
+    owner: OwnerTable
+    timer: dict[str, float]
+
+
+def owner_from_bins(entries, bins: FeatureBins) -> OwnerTable:
+    """(id, feature, bin, missing left, tree) entries -> an owner table of raw thresholds."""
+    table = OwnerTable()
+    for record_id, feature, bin_, missing_left, tree in entries:
+        table.insert(int(record_id), SplitRecord(int(feature), bins.threshold(int(feature), int(bin_)),
+                                                 bool(missing_left), int(tree)))
+    return table
+
+
+def announce_validation(channel, dataset: str, n_valid: int) -> None:
+    """Tell every passive host which of its datasets rides along (before the handshake, so
+    its enclave is loaded with those rows too)."""
+    for party, reply in channel.request_all({p: StrictSetup(dataset, n_valid) for p in channel.parties}).items():
+        if not isinstance(reply, Ack):
+            raise ProtocolError(f"party {party} did not accept the strict run's setup")
+
+
+class StrictActive:
+    """The active host: starts and attests its enclave, loads its data into it, then only
+    relays records and keeps what the enclave publishes."""
+
+    trains_in_enclave = True
+
+    def __init__(self, channel, columns, criteria, passive_bins, params, env: ProtocolEnv) -> None:
+        self.channel = channel
+        self.columns = columns
+        self.params = params
+        self.timer: dict[str, float] = {}
+        self.enclave = None
+        started = time.perf_counter()
+        self.enclave = attest_enclaves(PROGRAM, "strict", channel, criteria, params.max_bin, env)
+        self.timer["enclave setup"] = time.perf_counter() - started
+
+    def fit(self, labels: np.ndarray, classes: list | None, objective: str, outputs: int, *,
+            valid_binned: np.ndarray | None = None, valid_labels: np.ndarray | None = None,
+            sealed_checkpoint: bytes | None = None,
+            on_tree: Callable[[TreeProgress], None] | None = None,
+            on_checkpoint: Callable[[bytes, int], None] | None = None) -> StrictResult:
+        train = self.columns.binned_by_feature.astype(np.uint16)
+        binned = train if valid_binned is None else np.concatenate([train, valid_binned.astype(np.uint16)], axis=1)
+        n_valid = 0 if valid_binned is None else valid_binned.shape[1]
+        self.enclave.ecall("load", serde.encode(sm.StrictActiveLoad(
+            json.dumps(self.params.to_dict()), objective, json.dumps(classes), labels.size, n_valid, outputs,
+            labels.astype(np.float64), (valid_labels if valid_labels is not None else np.empty(0)).astype(np.float64),
+            self.columns.bins.n_value_bins.astype(np.int64), binned)))
+        if sealed_checkpoint is not None:
+            self.enclave.ecall("restore", sealed_checkpoint)
+        started = time.perf_counter()
+        step = self._step(b"")
+        pending = None
+        while True:
+            if step.kind == "send":
+                if pending is not None:
+                    raise ProtocolError("the enclave sent twice without collecting")
+                records = unpack_records(step.records.tobytes())
+                pending = (step.label, self.channel.submit_all(
+                    {p: SealedMessage(step.tree, step.label, r) for p, r in records.items()}))
+                step = self._step(b"")
+            elif step.kind == "collect":
+                if pending is None or pending[0] != step.label:
+                    raise ProtocolError(f"the enclave collects {step.label!r} answers it never sent for")
+                replies = pending[1].result()
+                pending = None
+                answers = {}
+                for party, reply in replies.items():
+                    if not isinstance(reply, SealedMessage) or reply.kind != step.label or reply.tree != step.tree:
+                        raise ProtocolError(f"party {party} did not answer the {step.label!r} record")
+                    answers[party] = reply.record
+                step = self._step(serde.encode(sm.StrictReplies(np.frombuffer(pack_records(answers), np.uint8))))
+            elif step.kind == "progress":
+                if on_tree is not None:
+                    on_tree(TreeProgress(**json.loads(step.info)))
+                step = self._step(b"")
+            elif step.kind == "checkpoint":
+                if on_checkpoint is not None:
+                    on_checkpoint(step.blob.tobytes(), int(json.loads(step.info)["n_trees"]))
+                step = self._step(b"")
+            elif step.kind == "done":
+                break
+            else:
+                raise ProtocolError(f"unknown enclave step {step.kind!r}")
+        if pending is not None:  # the finish records: passive enclaves release their parties' records
+            for party, reply in pending[1].result().items():
+                if not isinstance(reply, Ack):
+                    raise ProtocolError(f"party {party} did not confirm the end of training")
+        self.timer["training in enclaves"] = time.perf_counter() - started
+        info = json.loads(step.info)
+        for name, seconds in info.get("timer", {}).items():
+            self.timer[f"active enclave: {name}"] = float(seconds)
+        ensemble = Ensemble.from_dict(info["ensemble"])
+        return StrictResult(ensemble, owner_from_bins(info["records"], self.columns.bins), self.timer)
+
+    def _step(self, payload: bytes) -> sm.StrictStep:
+        return sm.expect(self.enclave.ecall("train", payload), sm.StrictStep, "the enclave")
+
+    def close(self) -> None:
+        if self.enclave is not None:
+            self.enclave.close()
+
+
+class StrictPassive(NteePassive):
+    """Passive host: loads its rows into its enclave, relays records, and keeps the split
+    records its enclave releases at the end; then serves prediction sessions."""
+
+    handles = (StrictSetup, EnclaveHello, EnclaveFinish, SealedMessage)
+    protocol = "strict"
+    program = PROGRAM
+
+    def __init__(self, columns, params, env: ProtocolEnv, index: int) -> None:
+        super().__init__(columns, params, env, index)
+        self._datasets: dict[str, np.ndarray] = {}
+        self._validation: np.ndarray | None = None
+        self._restore: tuple[bytes, int] | None = None
+        self._loaded = False
+        self._predictor: StrictPredictPassive | None = None  # once training is over
+
+    def add_dataset(self, name: str, raw: np.ndarray) -> None:
+        self._datasets[name] = raw
+        if self._predictor is not None:
+            self._predictor.add_dataset(name, raw)
+
+    def _setup(self, msg: StrictSetup) -> Ack:
+        if not msg.validation:
+            self._validation = None
+            return Ack()
+        raw = self._datasets.get(msg.validation)
+        if raw is None or raw.shape[0] != msg.n_valid:
+            held = "none" if raw is None else f"{raw.shape[0]} rows"
+            raise ProtocolError(f"the run routes {msg.n_valid} rows of dataset {msg.validation!r}; "
+                                f"party {self.index} holds {held}")
+        self._validation = self.columns.bins.transform(raw)
+        return Ack()
+
+    def _load_columns(self) -> None:
+        train = self.columns.binned_by_feature.astype(np.uint16)
+        valid = self._validation
+        binned = train if valid is None else np.concatenate([train, valid.T.astype(np.uint16)], axis=1)
+        self.enclave.ecall("columns", serde.encode(sm.StrictPassiveLoad(
+            self.columns.n_rows, 0 if valid is None else valid.shape[0],
+            self.columns.bins.n_value_bins.astype(np.int64), binned)))
+        self._loaded = True
+        if self._restore is not None:
+            blob, n_trees = self._restore
+            self.enclave.ecall("restore_passive", n_trees.to_bytes(8, "big") + blob)
+            self._restore = None
+
+    def handle(self, msg):
+        if self._predictor is not None:  # after training: prediction sessions (e.g. held-out test rows)
+            return self._predictor.handle(msg)
+        if isinstance(msg, StrictSetup):
+            return self._setup(msg)
+        if isinstance(msg, SealedMessage):
+            if msg.kind in ("level", "split"):
+                return SealedMessage(msg.tree, msg.kind, self.enclave.ecall("record", msg.record))
+            if msg.kind == "finish":
+                released = sm.expect(self.enclave.ecall("record", msg.record), sm.StrictReleased, "the enclave")
+                owner = owner_from_bins(zip(released.ids, released.features, released.bins, released.default_left,
+                                            released.trees), self.columns.bins)
+                self.columns.owner.replace(owner)
+                self.enclave.close()
+                self._predictor = StrictPredictPassive(self.columns.owner, self.env, self.index)
+                for name, raw in self._datasets.items():
+                    self._predictor.add_dataset(name, raw)
+                return Ack()
+            raise ProtocolError(f"unexpected sealed message kind {msg.kind!r}")
+        return super().handle(msg)
+
+    # -- checkpoints: the records stay sealed until training ends
+
+    def sealed_state(self) -> bytes | None:
+        return self.enclave.ecall("checkpoint", b"") if self._loaded and self._predictor is None else None
+
+    def restore_sealed_state(self, blob: bytes, n_trees: int) -> None:
+        self._restore = (blob, n_trees)
+
+    def close(self) -> None:
+        super().close()
+        if self._predictor is not None:
+            self._predictor.close()
+
+
+class StrictPredictPassive(NteePassive):
+    """Passive host at prediction: a fresh enclave per prediction session, which evaluates
+    all of this party's records on the rows asked for and seals the bits to the active
+    enclave. Its host answers no routing question in the clear."""
+
+    handles = (EnclaveHello, EnclaveFinish, SealedMessage)
+    protocol = "strict"
+    program = PROGRAM
+
+    def __init__(self, owner: OwnerTable, env: ProtocolEnv, index: int) -> None:
+        super().__init__(None, BoostParams(), env, index)  # a session binds default criteria: nothing is scored
+        self.owner = owner
+        self.datasets: dict[str, np.ndarray] = {}
+        self._used = False
+
+    def add_dataset(self, name: str, raw: np.ndarray) -> None:
+        self.datasets[name] = raw
+
+    def _load_columns(self) -> None:
+        """Nothing to load: prediction evaluates records on raw rows."""
+
+    def handle(self, msg):
+        if isinstance(msg, EnclaveHello):
+            if self._used:  # one enclave per session: an enclave is initialised once
+                self.enclave.close()
+                self.enclave = self.env.backend().load(enclave_code(self.program, self.env.trusted_roots,
+                                                                    self.env.options), label=f"passive-{self.index}")
+            self._used = True
+            return super().handle(msg)
+        if isinstance(msg, SealedMessage):
+            if not msg.kind.startswith("predict:"):
+                raise ProtocolError(f"unexpected sealed message kind {msg.kind!r} at prediction")
+            name = msg.kind.partition(":")[2]
+            raw = self.datasets.get(name)
+            if raw is None:
+                raise ProtocolError(f"party {self.index} has no dataset {name!r}")
+            items = self.owner.items()
+            mine = sm.StrictRecordsIn(np.array([i for i, _ in items], dtype=np.int64),
+                                      np.array([r.feature for _, r in items], dtype=np.int32),
+                                      np.array([r.threshold for _, r in items], dtype=np.float64),
+                                      np.array([r.missing_left for _, r in items], dtype=bool),
+                                      np.ascontiguousarray(raw, dtype=np.float64))
+            record = self.enclave.ecall("predict_records", pack_records({0: msg.record, 1: serde.encode(mine)}))
+            return SealedMessage(-1, msg.kind, record)
+        return super().handle(msg)
+
+
+def strict_margin(channel, env: ProtocolEnv, ensemble: Ensemble, owner: OwnerTable, raw: np.ndarray,
+                  dataset: str) -> np.ndarray:
+    """Margins of ``raw``'s rows (the active party's columns; the passive parties hold the
+    dataset of that name) computed in a fresh attested session of strict enclaves: passive
+    record bits go sealed to the active enclave; only margins come out."""
+    params = BoostParams()
+    session = dataclasses.replace(env, run_id=f"predict.{secrets.token_hex(16)}")
+    enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin, session)
+    try:
+        items = owner.items()
+        raw = np.ascontiguousarray(raw, dtype=np.float64)
+        requests = unpack_records(enclave.ecall("predict_begin", serde.encode(sm.StrictPredictIn(
+            json.dumps(ensemble.to_dict()), raw.shape[0], np.array([i for i, _ in items], dtype=np.int64),
+            np.array([r.feature for _, r in items], dtype=np.int32),
+            np.array([r.threshold for _, r in items], dtype=np.float64),
+            np.array([r.missing_left for _, r in items], dtype=bool), raw))))
+        replies = channel.request_all({p: SealedMessage(-1, f"predict:{dataset}", r) for p, r in requests.items()})
+        answers = {}
+        for party, reply in replies.items():
+            if not isinstance(reply, SealedMessage) or reply.kind != f"predict:{dataset}":
+                raise ProtocolError(f"party {party} did not answer the prediction record")
+            answers[party] = reply.record
+        return sm.expect(enclave.ecall("predict_finish", pack_records(answers)), sm.StrictPredictions,
+                         "the enclave").margin
+    finally:
+        enclave.close()

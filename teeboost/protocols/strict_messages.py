@@ -1,0 +1,259 @@
+"""Strict mode's trusted messages: what crosses its enclaves' boundaries and channels.
+
+Every record a host relays must have a size that depends only on public parameters (rows,
+features, depth, bins, trees): scalars in a frame's JSON header are only public schedule
+values (tree index, depth); anything that follows from data travels in fixed-shape arrays.
+Per level a record covers every position of that depth, split or not, and every row of the
+run, sampled or not (``tests/test_strict.py`` checks that two datasets of one shape give
+records of identical types and sizes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ProtocolError
+from ..transport import serde
+from ..transport.serde import array_field, message
+
+__all__ = ["StrictActiveLoad", "StrictPassiveLoad", "StrictLevel", "StrictCandidates", "StrictDecision",
+           "StrictPartition", "StrictFinish", "StrictStep", "StrictReplies", "StrictReleased", "StrictPredictIn", "StrictPredictRequest",
+           "StrictRecordsIn", "StrictRecordBits", "StrictPredictions", "StrictCheckpoint", "GRADIENT_BYTES", "pack_fixed",
+           "unpack_fixed", "bits_of", "from_bits", "expect"]
+
+#: Fixed-point gradients travel in 7 bytes each: their sum over all rows is below 2**52.
+GRADIENT_BYTES = 7
+
+
+def pack_fixed(values: np.ndarray) -> np.ndarray:
+    """int64 -> the low GRADIENT_BYTES bytes of each (little-endian two's complement)."""
+    raw = np.ascontiguousarray(values, dtype="<i8").view(np.uint8).reshape(-1, 8)
+    return raw[:, :GRADIENT_BYTES].reshape(-1).copy()
+
+
+def unpack_fixed(data: np.ndarray, count: int) -> np.ndarray:
+    if data.size != GRADIENT_BYTES * count:
+        raise ProtocolError(f"{data.size} bytes do not hold {count} gradients")
+    full = np.zeros((count, 8), dtype=np.uint8)
+    full[:, :GRADIENT_BYTES] = data.reshape(count, GRADIENT_BYTES)
+    full[:, GRADIENT_BYTES:] = np.where(full[:, GRADIENT_BYTES - 1:GRADIENT_BYTES] >= 128, 255, 0)
+    return full.reshape(-1).view("<i8").astype(np.int64)
+
+
+def bits_of(flags: np.ndarray) -> np.ndarray:
+    return np.packbits(np.asarray(flags, dtype=bool))
+
+
+def from_bits(packed: np.ndarray, count: int, what: str) -> np.ndarray:
+    if packed.size != (count + 7) // 8:
+        raise ProtocolError(f"{what}: {packed.size} bytes do not hold {count} bits")
+    return np.unpackbits(packed, count=count).astype(bool)
+
+
+# ---- host -> its own enclave
+
+@message
+@dataclass(frozen=True)
+class StrictActiveLoad:
+    """Active host -> its enclave, once: everything the enclave trains from. Rows are the
+    training rows followed by the validation rows (the latter are routed, never summed)."""
+
+    params: str  # BoostParams as JSON; its split criteria must equal the attested ones
+    objective: str
+    classes: str  # JSON list or null
+    n_train: int
+    n_valid: int
+    outputs: int
+    labels: np.ndarray = array_field("float64", 1)
+    valid_labels: np.ndarray = array_field("float64", 1)
+    n_value_bins: np.ndarray = array_field("int64", 1)
+    binned: np.ndarray = array_field("uint16", 2)  # (features, n_train + n_valid)
+
+
+@message
+@dataclass(frozen=True)
+class StrictPassiveLoad:
+    """Passive host -> its enclave, once: its binned training rows then validation rows."""
+
+    n_train: int
+    n_valid: int
+    n_value_bins: np.ndarray = array_field("int64", 1)
+    binned: np.ndarray = array_field("uint16", 2)
+
+
+# ---- active enclave <-> passive enclaves (inside channel records)
+
+@message
+@dataclass(frozen=True)
+class StrictLevel:
+    """Per level, active -> every passive enclave. Depth 0 carries the tree's gradients of
+    every row (zero outside the sample; ``weight`` bits mark sampled training rows); deeper
+    levels carry each row's move (2-bit codes) and which parent positions split."""
+
+    tree: int
+    depth: int
+    frac_bits: np.ndarray = array_field("int64", 1)  # (1,) at depth 0, else empty
+    g: np.ndarray = array_field("uint8", 1)
+    h: np.ndarray = array_field("uint8", 1)
+    weight: np.ndarray = array_field("uint8", 1)
+    codes: np.ndarray = array_field("uint8", 1)
+    parent_split: np.ndarray = array_field("uint8", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictCandidates:
+    """Passive -> active enclave: its best split at every position of the level (gain -inf:
+    none), an opaque handle, and the (g, h, count) sums it sends left."""
+
+    tree: int
+    depth: int
+    gains: np.ndarray = array_field("float64", 1)
+    handles: np.ndarray = array_field("uint64", 1)
+    left_sums: np.ndarray = array_field("int64", 2)
+
+
+@message
+@dataclass(frozen=True)
+class StrictDecision:
+    """Active -> every passive enclave: at which positions the recipient's split won (and
+    its handle there); every party gets one, winner or not."""
+
+    tree: int
+    depth: int
+    mine: np.ndarray = array_field("uint8", 1)
+    handles: np.ndarray = array_field("uint64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictPartition:
+    """Passive -> active enclave: the rows going left at the positions it won (a bit per
+    row of the run) and the record ids of those splits (0 elsewhere)."""
+
+    tree: int
+    depth: int
+    left: np.ndarray = array_field("uint8", 1)
+    records: np.ndarray = array_field("int64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictFinish:
+    """Active -> every passive enclave, once: training is over and the model keeps the
+    first ``n_trees`` trees (early stopping); the enclave releases its records to its host."""
+
+    n_trees: int
+
+
+# ---- enclave <-> its own host while training
+
+@message
+@dataclass(frozen=True)
+class StrictStep:
+    """Active enclave -> host: relay records ("send": to every passive party, no answer
+    needed yet; "collect": hand back their answers), or publish ("progress", "checkpoint",
+    "done"; ``info`` is JSON, ``blob`` a sealed checkpoint)."""
+
+    kind: str
+    label: str
+    tree: int
+    info: str
+    records: np.ndarray = array_field("uint8", 1)  # a SealedRecords frame
+    blob: np.ndarray = array_field("uint8", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictReplies:
+    """Host -> active enclave: the passive enclaves' records for the last "collect"."""
+
+    records: np.ndarray = array_field("uint8", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictReleased:
+    """Passive enclave -> its own host at the end: its party's split records (its share of
+    the model), ids in increasing order, bins to be mapped to its thresholds by the host."""
+
+    ids: np.ndarray = array_field("int64", 1)
+    features: np.ndarray = array_field("int32", 1)
+    bins: np.ndarray = array_field("int32", 1)
+    default_left: np.ndarray = array_field("bool", 1)
+    trees: np.ndarray = array_field("int32", 1)
+
+
+# ---- prediction
+
+@message
+@dataclass(frozen=True)
+class StrictPredictIn:
+    """Active host -> its enclave: the published model (JSON), its own split records as
+    bins of its own binned rows, and how many rows to predict."""
+
+    model: str
+    n_rows: int
+    own_ids: np.ndarray = array_field("int64", 1)
+    own_features: np.ndarray = array_field("int32", 1)
+    own_thresholds: np.ndarray = array_field("float64", 1)
+    own_missing_left: np.ndarray = array_field("bool", 1)
+    raw: np.ndarray = array_field("float64", 2)  # (rows, own features)
+
+
+@message
+@dataclass(frozen=True)
+class StrictPredictRequest:
+    """Active -> every passive enclave: evaluate all your records on the n rows to predict."""
+
+    n_rows: int
+
+
+@message
+@dataclass(frozen=True)
+class StrictRecordsIn:
+    """Passive host -> its enclave: its split records and raw rows to evaluate them on."""
+
+    ids: np.ndarray = array_field("int64", 1)
+    features: np.ndarray = array_field("int32", 1)
+    thresholds: np.ndarray = array_field("float64", 1)
+    missing_left: np.ndarray = array_field("bool", 1)
+    raw: np.ndarray = array_field("float64", 2)
+
+
+@message
+@dataclass(frozen=True)
+class StrictRecordBits:
+    """Passive -> active enclave: for every record of the party and every row, left or not."""
+
+    n_rows: int
+    ids: np.ndarray = array_field("int64", 1)
+    bits: np.ndarray = array_field("uint8", 1)  # records x rows, row-major, packed
+
+
+@message
+@dataclass(frozen=True)
+class StrictPredictions:
+    """Active enclave -> host: margins of the requested rows, nothing else."""
+
+    margin: np.ndarray = array_field("float64", 2)
+
+
+def expect(frame: bytes, cls: type, who: str):
+    msg = serde.decode(frame)
+    if not isinstance(msg, cls):
+        raise ProtocolError(f"{who} sent {type(msg).__name__}, expected {cls.__name__}")
+    return msg
+
+
+@message
+@dataclass(frozen=True)
+class StrictCheckpoint:
+    """Sealed by the active enclave after a round (the host stores it, cannot read it): the
+    boosting state, its own party's records and the round's progress."""
+
+    state: str  # JSON: ensemble, generator state, round, early-stopping bests, own records
+    margin: np.ndarray = array_field("float64", 2)
+    valid_margin: np.ndarray = array_field("float64", 2)

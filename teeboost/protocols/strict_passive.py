@@ -1,0 +1,132 @@
+"""Inside a passive party's strict enclave: its columns, the tree being grown, its records.
+
+Node membership arrives as per-row moves inside channel records and never leaves the
+enclave; its own host gives it columns and relays opaque records, and gets back only its
+party's split records, once training is over (``StrictReleased``). Per level it answers for
+every position, so the work and the reply are the same whatever the tree looks like.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..core.gradients import GradientCodec
+from ..core.split import SplitCriteria, best_splits, left_sums
+from ..errors import ProtocolError
+from ..transport import serde
+from . import strict_messages as sm
+from .oblivious import children_histograms, go_left_all, position_histograms, unpack_codes, update_positions
+
+__all__ = ["PassiveStrictState"]
+
+
+class PassiveStrictState:
+    def __init__(self, load: sm.StrictPassiveLoad, max_bin: int, criteria: SplitCriteria) -> None:
+        binned = np.ascontiguousarray(load.binned)
+        n_rows = load.n_train + load.n_valid
+        if load.n_train < 1 or load.n_valid < 0 or binned.shape != (load.n_value_bins.size, n_rows) \
+                or (binned.size and int(binned.max()) > max_bin) or np.any(load.n_value_bins < 1) \
+                or np.any(load.n_value_bins > max_bin):
+            raise ProtocolError("binned columns do not match their row and bin counts")
+        self.bins = binned.astype(np.intp)
+        self.n_value_bins = load.n_value_bins.copy()
+        self.n_rows = n_rows
+        self.max_bin = max_bin
+        self.width = max_bin + 1
+        self.criteria = criteria
+        self.records: dict[int, tuple[int, int, bool, int]] = {}  # id -> feature, bin, default left, tree
+        self.tree = -1
+        self.depth = -1
+        self.phase = "idle"
+
+    # -- one tree, level by level
+
+    def level(self, msg: sm.StrictLevel) -> sm.StrictCandidates:
+        if msg.depth == 0:
+            if msg.tree <= self.tree or self.phase not in ("idle", "decided"):
+                raise ProtocolError(f"tree {msg.tree} starts out of order")
+            if msg.frac_bits.size != 1:
+                raise ProtocolError("the first level of a tree must carry its gradients")
+            self.tree, self.depth = msg.tree, 0
+            self.codec = GradientCodec(int(msg.frac_bits[0]))
+            self.g = sm.unpack_fixed(msg.g, self.n_rows)
+            self.h = sm.unpack_fixed(msg.h, self.n_rows)
+            self.weight = sm.from_bits(msg.weight, self.n_rows, "sample weights")
+            self.positions = np.zeros(self.n_rows, dtype=np.int64)
+            hist = position_histograms(self.bins, self.width, self.positions, np.array([0]), self.g, self.h,
+                                       self.weight)
+        else:
+            if msg.tree != self.tree or msg.depth != self.depth + 1 or self.phase != "decided":
+                raise ProtocolError(f"level {msg.depth} of tree {msg.tree} out of order")
+            self.depth = msg.depth
+            codes = unpack_codes(msg.codes, self.n_rows)
+            split = sm.from_bits(msg.parent_split, 2 ** (msg.depth - 1), "parent splits")
+            self.positions = update_positions(self.positions, codes)
+            hist = children_histograms(self.bins, self.width, self.positions, self.hist, split, self.g, self.h,
+                                       self.weight)
+        self.hist = hist
+        best = best_splits(hist, self.n_value_bins, self.codec, self.criteria)
+        n = len(best)
+        sums = np.zeros((n, 3), dtype=np.int64)
+        self.handles = np.frombuffer(os.urandom(8 * n), dtype=np.uint64) | np.uint64(1)
+        for k, candidate in enumerate(best):
+            if candidate.valid:
+                sums[k] = left_sums(hist[k, candidate.feature], candidate.bin, candidate.default_left)
+        self.best = best
+        self.phase = "scored"
+        return sm.StrictCandidates(self.tree, self.depth, np.array([b.gain for b in best], dtype=np.float64),
+                                   self.handles.copy(), sums)
+
+    def decide(self, msg: sm.StrictDecision) -> sm.StrictPartition:
+        n = len(self.best) if self.phase == "scored" else -1
+        if msg.tree != self.tree or msg.depth != self.depth or n < 0 or msg.mine.size != n \
+                or msg.handles.size != n:
+            raise ProtocolError(f"decision for level {msg.depth} of tree {msg.tree} out of order")
+        mine = msg.mine.astype(bool)
+        if np.any(mine & (msg.handles != self.handles)):
+            raise ProtocolError("a decision names a split handle this enclave did not give")
+        if any(mine[k] and not self.best[k].valid for k in range(n)):
+            raise ProtocolError("a decision picks a position where this party had no valid split")
+        features = np.array([max(b.feature, 0) for b in self.best], dtype=np.int64)
+        split_bins = np.array([b.bin for b in self.best], dtype=np.int64)
+        default_left = np.array([b.default_left for b in self.best], dtype=bool)
+        left = go_left_all(self.bins, self.positions, self.max_bin, features, split_bins, default_left, mine)
+        records = np.zeros(n, dtype=np.int64)
+        for k in np.flatnonzero(mine):
+            record = self._fresh_id()
+            self.records[record] = (int(features[k]), int(split_bins[k]), bool(default_left[k]), self.tree)
+            records[k] = record
+        self.phase = "decided"
+        return sm.StrictPartition(self.tree, self.depth, sm.bits_of(left), records)
+
+    def _fresh_id(self) -> int:
+        """Random ids: the order of a party's records says nothing about where they are."""
+        while True:
+            record = int.from_bytes(os.urandom(8), "big") >> 2
+            if record and record not in self.records:
+                return record
+
+    # -- the end, and checkpoints
+
+    def release(self, msg: sm.StrictFinish) -> sm.StrictReleased:
+        if msg.n_trees < 0:
+            raise ProtocolError(f"cannot keep {msg.n_trees} trees")
+        kept = sorted((i, r) for i, r in self.records.items() if r[3] < msg.n_trees)
+        self.records = dict(kept)
+        return sm.StrictReleased(
+            np.array([i for i, _ in kept], dtype=np.int64), np.array([r[0] for _, r in kept], dtype=np.int32),
+            np.array([r[1] for _, r in kept], dtype=np.int32), np.array([r[2] for _, r in kept], dtype=bool),
+            np.array([r[3] for _, r in kept], dtype=np.int32))
+
+    def snapshot(self) -> bytes:
+        released = self.release(sm.StrictFinish(2**31 - 1))
+        return serde.encode(released)
+
+    def restore(self, released: sm.StrictReleased, n_trees: int) -> None:
+        """Records of a checkpoint, rewound to the trees the resumed run keeps."""
+        self.records = {int(i): (int(f), int(b), bool(d), int(t))
+                        for i, f, b, d, t in zip(released.ids, released.features, released.bins,
+                                                 released.default_left, released.trees) if t < n_trees}
+        self.tree = n_trees - 1

@@ -1,0 +1,407 @@
+"""Inside the active party's strict enclave: the whole boosting run.
+
+The enclave runs the same ``Booster`` and ``TreeGrower`` every protocol runs (so it grows
+plain's trees), on labels and columns its host loaded once. Labels, margins, gradients, node
+membership and leaf values never leave it; what does is what ``publish`` says: progress
+(tree shape), sealed checkpoints and, at the end, the model as the active party is entitled
+to it. Talking to the passive enclaves is an ocall: the training thread hands sealed records
+to the host through a ``Bridge`` and waits for the host to bring the answers back.
+
+Every tree runs ``max_depth`` levels of two exchanges each (scores, then partitions), split
+or not, and every record covers every position of its level and every row of the run, so
+the host and the passive hosts see the same schedule and sizes whatever the data.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+
+import numpy as np
+
+from ..config import BoostParams
+from ..core.boosting import Booster, BoostState, TreeProgress, Validation
+from ..core.grower import AppliedSplit, SplitFinder
+from ..core.loss import make_objective
+from ..core.model import Ensemble
+from ..core.predict import RoutingOracle
+from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best, split_gains
+from ..errors import ProtocolError, TeeboostError
+from ..transport import serde
+from . import strict_messages as sm
+from .enclave_messages import pack_records, unpack_records
+from .oblivious import CODE_LEFT, CODE_RIGHT, CODE_STOP, children_histograms, go_left_all, pack_codes, \
+    position_histograms, update_positions
+
+__all__ = ["Bridge", "ObliviousFinder", "StrictTrainer", "published_ensemble"]
+
+
+def _plain(value):
+    """numpy scalars in published JSON become Python numbers."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not published")
+
+
+class Bridge:
+    """Ocalls between the training thread and the ecalls the host makes."""
+
+    def __init__(self) -> None:
+        self._out: queue.Queue = queue.Queue()
+        self._in: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self.done = False
+
+    # -- training thread
+
+    def _emit(self, step: sm.StrictStep):
+        self._out.put(step)
+        return None if step.kind == "done" else self._in.get()
+
+    def send(self, label: str, tree: int, records: dict[int, bytes]) -> None:
+        self._emit(sm.StrictStep("send", label, tree, "", np.frombuffer(pack_records(records), dtype=np.uint8),
+                                 np.empty(0, dtype=np.uint8)))
+
+    def collect(self, label: str, tree: int) -> dict[int, bytes]:
+        reply = self._emit(sm.StrictStep("collect", label, tree, "", np.empty(0, dtype=np.uint8),
+                                         np.empty(0, dtype=np.uint8)))
+        if not isinstance(reply, sm.StrictReplies):
+            raise ProtocolError(f"the host did not bring the answers to {label!r}")
+        return unpack_records(reply.records.tobytes())
+
+    def publish(self, kind: str, tree: int, info: dict, blob: bytes = b"") -> None:
+        self._emit(sm.StrictStep(kind, "", tree, json.dumps(info, default=_plain), np.empty(0, dtype=np.uint8),
+                                 np.frombuffer(blob, dtype=np.uint8)))
+
+    # -- ecalls
+
+    def start(self, job) -> bytes:
+        if self._thread is not None:
+            raise ProtocolError("training already started")
+
+        def run():
+            try:
+                job()
+            except BaseException as exc:  # noqa: BLE001 - handed to the ecall that waits
+                self._out.put(exc)
+
+        self._thread = threading.Thread(target=run, name="strict-training", daemon=True)
+        self._thread.start()
+        return self._next()
+
+    def step(self, payload: bytes) -> bytes:
+        if self._thread is None or self.done:
+            raise ProtocolError("no training is under way")
+        self._in.put(serde.decode(payload) if payload else None)
+        return self._next()
+
+    def _next(self) -> bytes:
+        item = self._out.get()
+        if isinstance(item, TeeboostError):
+            self.done = True
+            raise item
+        if isinstance(item, BaseException):
+            self.done = True
+            raise ProtocolError(f"training failed inside the enclave: {type(item).__name__}: {item}")
+        if item.kind == "done":
+            self.done = True
+        return serde.encode(item)
+
+
+class ObliviousFinder(SplitFinder):
+    """Split finding across the strict enclaves; positions are heap indices within a level."""
+
+    def __init__(self, bridge: Bridge, session, bins: np.ndarray, n_value_bins: np.ndarray, n_train: int,
+                 criteria: SplitCriteria, max_depth: int, outputs: int) -> None:
+        self.bridge = bridge
+        self.session = session
+        self.peers = list(session.peers)
+        self.bins = bins
+        self.n_value_bins = n_value_bins
+        self.max_bin = session.max_bin
+        self.width = session.max_bin + 1
+        self.n_rows = bins.shape[1]
+        self.n_train = n_train
+        self.criteria = criteria
+        self.max_depth = max_depth
+        self.outputs = outputs
+        self.records: dict[int, tuple[int, int, bool, int]] = {}  # own id -> feature, bin, default left, tree
+        self.routes: dict[tuple[int, int], np.ndarray] = {}  # (party, record) -> went left, every row
+        self.seen: dict[int, set[int]] = {p: set() for p in self.peers}
+        self.timer = {"own histograms": 0.0, "waiting for peers": 0.0}
+
+    # -- channel helpers
+
+    def _send(self, label: str, frames: dict[int, bytes]) -> None:
+        self.bridge.send(label, self.tree, {p: self.session.channel(p).seal(f) for p, f in frames.items()})
+
+    def _collect(self, label: str, cls: type) -> dict[int, object]:
+        started = time.perf_counter()
+        records = self.bridge.collect(label, self.tree)
+        self.timer["waiting for peers"] += time.perf_counter() - started
+        if sorted(records) != self.peers:
+            raise ProtocolError(f"answers to {label!r} must come from every passive party")
+        out = {}
+        for party, record in records.items():
+            msg = sm.expect(self.session.channel(party).open(record), cls, f"party {party}")
+            if msg.tree != self.tree or msg.depth != self.depth:
+                raise ProtocolError(f"party {party} answered for level {msg.depth} of tree {msg.tree}")
+            out[party] = msg
+        return out
+
+    # -- SplitFinder
+
+    def begin_tree(self, tree_index, rows, gradients):
+        if tree_index % self.outputs == 0:
+            self.routes = {}  # the oracle answers only about the round being grown
+        n = self.n_rows
+        self.tree, self.depth = tree_index, 0
+        self.codec = gradients.codec
+        self.g = np.zeros(n, dtype=np.int64)
+        self.h = np.zeros(n, dtype=np.int64)
+        self.g[:self.n_train], self.h[:self.n_train] = gradients.g, gradients.h
+        self.weight = np.zeros(n, dtype=bool)
+        self.weight[rows] = True
+        self.positions = np.zeros(n, dtype=np.int64)
+        self.position_of = {0: 0}
+        self.codes = np.zeros(n, dtype=np.uint8)
+        self.parent_split = np.ones(1, dtype=bool)
+        self.scored = False
+
+    def _level_frame(self) -> bytes:
+        empty = np.empty(0, dtype=np.uint8)
+        if self.depth == 0:
+            return serde.encode(sm.StrictLevel(self.tree, 0, np.array([self.codec.frac_bits], dtype=np.int64),
+                                               sm.pack_fixed(self.g), sm.pack_fixed(self.h),
+                                               sm.bits_of(self.weight), empty, empty))
+        return serde.encode(sm.StrictLevel(self.tree, self.depth, np.empty(0, dtype=np.int64), empty, empty, empty,
+                                           pack_codes(self.codes), sm.bits_of(self.parent_split)))
+
+    def _score_level(self) -> None:
+        """Both sides score every position of this depth; the peers' answers are checked."""
+        self._send("level", {p: self._level_frame() for p in self.peers})
+        started = time.perf_counter()
+        if self.depth == 0:
+            hist = position_histograms(self.bins, self.width, self.positions, np.array([0]), self.g, self.h,
+                                       self.weight)
+        else:
+            hist = children_histograms(self.bins, self.width, self.positions, self.hist, self.parent_split, self.g,
+                                       self.h, self.weight)
+        self.hist = hist
+        self.own = best_splits(hist, self.n_value_bins, self.codec, self.criteria)
+        self.timer["own histograms"] += time.perf_counter() - started
+        n = 2 ** self.depth
+        self.theirs = self._collect("level", sm.StrictCandidates)
+        totals = hist[:, 0].sum(axis=1)  # (positions, 3): every feature's bins add up to the node
+        for party, msg in self.theirs.items():
+            if msg.gains.size != n or msg.handles.size != n or msg.left_sums.shape != (n, 3):
+                raise ProtocolError(f"party {party} scored {msg.gains.size} positions, the level has {n}")
+            recomputed = split_gains(msg.left_sums, totals, self.codec, self.criteria)
+            finite = np.isfinite(msg.gains)
+            if np.any(finite & (recomputed != msg.gains)):
+                raise ProtocolError(f"party {party} claimed a gain its split's sums do not have")
+        self.scored = True
+
+    def find_splits(self, nodes, node_rows):
+        self._node_rows = node_rows
+        self._score_level()
+        found: list[SplitInfo | None] = []
+        for node in nodes:
+            k = self.position_of[node]
+            options = [(0, self.own[k])] + [(p, NodeBest(float(m.gains[k]), -1, -1, False))
+                                            for p, m in sorted(self.theirs.items())]
+            winner = pick_global_best(options)
+            if winner is None:
+                found.append(None)
+            elif winner[0] == 0:
+                best = winner[1]
+                found.append(SplitInfo(node, 0, best.gain, best.feature, best.bin, best.default_left))
+            else:
+                party = winner[0]
+                found.append(SplitInfo(node, party, winner[1].gain, -1, -1, False,
+                                       handle=int(self.theirs[party].handles[k])))
+        return found
+
+    def apply_splits(self, splits, children):
+        return self._partition(splits, children)
+
+    def _partition(self, splits: list[SplitInfo], children: list[tuple[int, int]]) -> list[AppliedSplit]:
+        n = 2 ** self.depth
+        winner = np.full(n, -1, dtype=np.int64)
+        for split in splits:
+            winner[self.position_of[split.node_id]] = split.party
+        frames = {}
+        for p in self.peers:
+            mine = winner == p
+            handles = np.where(mine, self.theirs[p].handles, np.uint64(0)).astype(np.uint64)
+            frames[p] = serde.encode(sm.StrictDecision(self.tree, self.depth, mine.astype(np.uint8), handles))
+        self._send("split", frames)
+        own = [self.own[k] for k in range(n)]
+        left = go_left_all(self.bins, self.positions, self.max_bin,
+                           np.array([max(b.feature, 0) for b in own], dtype=np.int64),
+                           np.array([b.bin for b in own], dtype=np.int64),
+                           np.array([b.default_left for b in own], dtype=bool), winner == 0)
+        parts = self._collect("split", sm.StrictPartition)
+        records = np.zeros(n, dtype=np.int64)
+        for party, msg in parts.items():
+            theirs = sm.from_bits(msg.left, self.n_rows, f"partition of party {party}")
+            won = np.zeros(self.n_rows, dtype=bool)
+            for k in np.flatnonzero(winner == party):
+                won |= self.positions == k
+            if msg.records.size != n or np.any(theirs & ~won):
+                raise ProtocolError(f"party {party} partitioned rows of nodes it did not win")
+            for k in np.flatnonzero(winner == party):
+                at = (self.positions == k) & theirs & self.weight
+                sums = np.array([np.dot(at, self.g), np.dot(at, self.h), int(at.sum())], dtype=np.int64)
+                if not np.array_equal(sums, self.theirs[party].left_sums[k]):
+                    raise ProtocolError(f"party {party} partitioned a node differently from the split it scored")
+                record = int(msg.records[k])
+                if record <= 0 or record in self.seen[party]:
+                    raise ProtocolError(f"party {party} returned split record id {record}, not a fresh one")
+                self.seen[party].add(record)
+                records[k] = record
+            left |= theirs
+        for k in np.flatnonzero(winner == 0):
+            best = own[k]
+            records[k] = max(self.records, default=-1) + 1
+            self.records[records[k]] = (best.feature, best.bin, best.default_left, self.tree)
+        # every row's move, computed for every position
+        split_here = np.zeros(self.n_rows, dtype=bool)
+        for k in range(n):
+            split_here |= (self.positions == k) & bool(winner[k] >= 0)
+        self.codes = np.where(split_here, np.where(left, CODE_LEFT, CODE_RIGHT), CODE_STOP).astype(np.uint8)
+        self.parent_split = winner >= 0
+        packed = np.packbits(left)
+        applied = []
+        for split, (left_id, right_id) in zip(splits, children):
+            k = self.position_of[split.node_id]
+            self.routes[(split.party, int(records[k]))] = packed
+            self.position_of[left_id], self.position_of[right_id] = 2 * k, 2 * k + 1
+            rows = self._node_rows.rows(split.node_id)
+            applied.append(AppliedSplit(int(records[k]), rows[left[rows]]))
+        self.positions = update_positions(self.positions, self.codes)
+        self.depth += 1
+        self.scored = False
+        return applied
+
+    def end_tree(self):
+        """Pad the tree to ``max_depth`` levels: the same exchanges as a full tree."""
+        if self.scored:
+            self._partition([], [])
+        while self.depth < self.max_depth:
+            self._score_level()
+            self._partition([], [])
+
+    def went_left(self, party: int, record: int, rows: np.ndarray) -> np.ndarray:
+        packed = self.routes.get((party, record))
+        if packed is None:
+            raise ProtocolError(f"no route for record {record} of party {party} in this round")
+        return np.unpackbits(packed, count=self.n_rows).astype(bool)[rows]
+
+
+class RoundOracle(RoutingOracle):
+    """Routes rows through the round's trees from the partitions the enclave already holds:
+    training rows the sample left out (offset 0) and validation rows (offset n_train)."""
+
+    def __init__(self, finder: ObliviousFinder, offset: int) -> None:
+        self.finder = finder
+        self.offset = offset
+
+    def route(self, questions):
+        return {party: [self.finder.went_left(party, int(record), np.asarray(rows) + self.offset)
+                        for record, rows in asked] for party, asked in questions.items()}
+
+
+def published_ensemble(ensemble: Ensemble) -> dict:
+    """The model the active party is entitled to: tree shapes, owners, record ids and leaf
+    values; gains and node sizes stay inside (they are statistics of the partitions)."""
+    data = ensemble.to_dict()
+    for tree in data["trees"]:
+        tree["gain"] = [0.0] * len(tree["gain"])
+        tree["n_rows"] = [0] * len(tree["n_rows"])
+    return data
+
+
+class StrictTrainer:
+    """One training run inside the active enclave, from ``StrictActiveLoad``."""
+
+    def __init__(self, session, load: sm.StrictActiveLoad, seal, unseal) -> None:
+        params = BoostParams(**json.loads(load.params))
+        criteria = SplitCriteria.from_params(params)
+        if criteria != session.criteria or params.max_bin != session.max_bin:
+            raise ProtocolError("the training parameters are not the ones this enclave was attested for")
+        n_rows = load.n_train + load.n_valid
+        binned = np.ascontiguousarray(load.binned)
+        if load.n_train < 1 or load.n_valid < 0 or load.labels.size != load.n_train \
+                or load.valid_labels.size != load.n_valid or binned.shape != (load.n_value_bins.size, n_rows) \
+                or (binned.size and int(binned.max()) > params.max_bin) or np.any(load.n_value_bins < 1) \
+                or not np.all(np.isfinite(load.labels)) or not np.all(np.isfinite(load.valid_labels)):
+            raise ProtocolError("the training data given to the enclave is inconsistent")
+        self.session = session
+        self.params = params
+        self.load = load
+        self.classes = json.loads(load.classes)
+        self.objective = make_objective(load.objective, len(self.classes) if self.classes else 2)
+        if self.objective.n_outputs != load.outputs:
+            raise ProtocolError("the objective's outputs do not match")
+        self.bridge = Bridge()
+        self.finder = ObliviousFinder(self.bridge, session, binned.astype(np.intp), load.n_value_bins.copy(),
+                                      load.n_train, criteria, params.max_depth, self.objective.n_outputs)
+        self.seal, self.unseal = seal, unseal
+        self.state: BoostState | None = None
+
+    # -- checkpoints (sealed, opaque to the host)
+
+    def _checkpoint_blob(self, state: BoostState) -> bytes:
+        meta = {"ensemble": state.ensemble.to_dict(), "rng_state": state.rng_state, "next_round": state.next_round,
+                "best_value": state.best_value, "best_round": state.best_round,
+                "records": [[i, *r] for i, r in sorted(self.finder.records.items())]}
+        valid = state.valid_margin if state.valid_margin is not None else np.zeros((0, 0))
+        frame = serde.encode(sm.StrictCheckpoint(json.dumps(meta, default=_plain), state.margin, valid))
+        return self.seal(frame, self.session.context + b"strict-active-checkpoint")
+
+    def restore(self, blob: bytes) -> int:
+        saved = sm.expect(self.unseal(blob, self.session.context + b"strict-active-checkpoint"),
+                          sm.StrictCheckpoint, "the sealed checkpoint")
+        meta = json.loads(saved.state)
+        ensemble = Ensemble.from_dict(meta["ensemble"])
+        self.state = BoostState(ensemble, saved.margin.copy(), meta["rng_state"], int(meta["next_round"]),
+                                saved.valid_margin.copy() if self.load.n_valid else None, meta["best_value"],
+                                int(meta["best_round"]))
+        self.finder.records = {int(i): (int(f), int(b), bool(d), int(t)) for i, f, b, d, t in meta["records"]}
+        return len(ensemble.trees)
+
+    # -- the run
+
+    def start(self) -> bytes:
+        return self.bridge.start(self._run)
+
+    def _run(self) -> None:
+        load, params, bridge, finder = self.load, self.params, self.bridge, self.finder
+
+        def on_tree(progress: TreeProgress) -> None:
+            bridge.publish("progress", progress.tree_index, {
+                "tree_index": progress.tree_index, "round_index": progress.round_index, "output": progress.output,
+                "n_leaves": progress.n_leaves, "seconds": progress.seconds, "valid_metric": progress.valid_metric})
+
+        def on_round(state: BoostState) -> None:
+            bridge.publish("checkpoint", len(state.ensemble.trees) - 1, {"n_trees": len(state.ensemble.trees)},
+                           self._checkpoint_blob(state))
+
+        def on_truncate(keep: int) -> None:
+            finder.records = {i: r for i, r in finder.records.items() if r[3] < keep}
+
+        booster = Booster(params, self.objective, finder, RoundOracle(finder, 0), on_tree=on_tree,
+                          on_truncate=on_truncate)
+        validation = Validation(load.valid_labels, RoundOracle(finder, load.n_train)) if load.n_valid else None
+        ensemble = booster.fit(load.labels, classes=self.classes, validation=validation, state=self.state,
+                               on_round=on_round)
+        n_trees = len(ensemble.trees)
+        finder.tree = n_trees
+        bridge.send("finish", n_trees, {p: self.session.channel(p).seal(serde.encode(sm.StrictFinish(n_trees)))
+                                        for p in finder.peers})
+        own = [[i, *r] for i, r in sorted(finder.records.items())]
+        bridge.publish("done", n_trees, {"ensemble": published_ensemble(ensemble), "records": own,
+                                         "timer": finder.timer})

@@ -1,0 +1,199 @@
+"""Strict enclave program: runs in every party's enclave (role chosen at init).
+
+Active role: loads its host's labels and binned columns once and runs the whole boosting
+run inside (``StrictTrainer``); the host only relays sealed records and receives what is
+published: progress, sealed checkpoints, and at the end the model without gains or node
+sizes. For prediction it computes margins from the published model, its own rows and the
+passive enclaves' sealed record bits, and returns margins only.
+Passive role: holds its party's binned rows (training then validation), answers every level
+for every position (``PassiveStrictState``), and gives its own host nothing until training
+ends, when it releases that party's own split records.
+Every channel is set up once per run with a party whose pinned identity key signed it.
+"""
+
+import json
+
+import numpy as np
+
+from teeboost.core.model import Ensemble
+from teeboost.core.predict import RoutingOracle
+from teeboost.errors import ProtocolError
+from teeboost.protocols import strict_messages as sm
+from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_initiator,  # noqa: F401 - entry points
+                                                  ecall_finish_responder, ecall_hello, ecall_respond, expect,
+                                                  init_session, role)
+from teeboost.protocols.enclave_messages import pack_records, unpack_records
+from teeboost.protocols.strict_passive import PassiveStrictState
+from teeboost.protocols.strict_trainer import StrictTrainer
+from teeboost.transport import serde
+
+PROTOCOL = "strict"
+PASSIVE_CHECKPOINT = b"strict-passive-checkpoint"
+
+
+def ecall_init(rt, payload):
+    init_session(rt, payload, PROTOCOL)
+    return b""
+
+
+# ---- active role: training
+
+def _trainer(rt):
+    trainer = rt.state.get("trainer")
+    if trainer is None:
+        raise ProtocolError("no training data was loaded")
+    return trainer
+
+
+def ecall_load(rt, payload):
+    """The host's labels, binned columns and parameters, once."""
+    current = role(rt, "active")
+    current.require_all_peers()
+    if "trainer" in rt.state:
+        raise ProtocolError("the training data was already loaded")
+    rt.state["trainer"] = StrictTrainer(current, expect(payload, sm.StrictActiveLoad), rt.seal, rt.unseal)
+    return b""
+
+
+def ecall_restore(rt, blob):
+    """A sealed checkpoint of this run, before training starts -> how many trees it holds."""
+    trainer = _trainer(rt)
+    if trainer.bridge.done or trainer.state is not None:
+        raise ProtocolError("a checkpoint can be restored only once, before training")
+    return trainer.restore(blob).to_bytes(8, "big")
+
+
+def ecall_train(rt, payload):
+    """Start (empty payload, first call) or continue training -> the next ``StrictStep``."""
+    trainer = _trainer(rt)
+    if trainer.bridge._thread is None:
+        if payload:
+            raise ProtocolError("training has not started")
+        return trainer.start()
+    return trainer.bridge.step(payload)
+
+
+# ---- passive role
+
+def _passive(rt):
+    state = rt.state.get("passive")
+    if state is None:
+        raise ProtocolError("this enclave holds no columns yet")
+    return state
+
+
+def ecall_columns(rt, payload):
+    current = role(rt, "passive")
+    if "passive" in rt.state:
+        raise ProtocolError("the columns were already loaded")
+    rt.state["passive"] = PassiveStrictState(expect(payload, sm.StrictPassiveLoad), current.max_bin,
+                                             current.criteria)
+    return b""
+
+
+def ecall_record(rt, record):
+    """One sealed record from the active enclave -> the sealed answer for it, or, for the
+    end of training, this party's records for its own host."""
+    current = role(rt, "passive")
+    state = _passive(rt)
+    channel = current.channel(0)
+    msg = serde.decode(channel.open(record))
+    if isinstance(msg, sm.StrictLevel):
+        return channel.seal(serde.encode(state.level(msg)))
+    if isinstance(msg, sm.StrictDecision):
+        return channel.seal(serde.encode(state.decide(msg)))
+    if isinstance(msg, sm.StrictFinish):
+        return serde.encode(state.release(msg))
+    raise ProtocolError(f"unexpected {type(msg).__name__} in a strict record")
+
+
+def ecall_checkpoint(rt, payload):
+    current = role(rt, "passive")
+    return rt.seal(_passive(rt).snapshot(), current.context + PASSIVE_CHECKPOINT)
+
+
+def ecall_restore_passive(rt, payload):
+    """[8-byte tree count | sealed snapshot]: records of a checkpoint of this run."""
+    current = role(rt, "passive")
+    n_trees = int.from_bytes(payload[:8], "big")
+    released = expect(rt.unseal(payload[8:], current.context + PASSIVE_CHECKPOINT), sm.StrictReleased)
+    _passive(rt).restore(released, n_trees)
+    return b""
+
+
+# ---- prediction: routing stays between enclaves, margins come out
+
+def ecall_predict_begin(rt, payload):
+    """The published model and this party's own rows; -> one sealed request per passive
+    enclave (an empty record: each evaluates every one of its records on every row)."""
+    current = role(rt, "active")
+    current.require_all_peers()
+    msg = expect(payload, sm.StrictPredictIn)
+    ensemble = Ensemble.from_dict(json.loads(msg.model))
+    if msg.raw.shape[0] != msg.n_rows:
+        raise ProtocolError("the rows to predict do not match their count")
+    rt.state["predict"] = (ensemble, msg)
+    frame = serde.encode(sm.StrictPredictRequest(msg.n_rows))
+    return pack_records({p: current.channel(p).seal(frame) for p in current.peers})
+
+
+class _BitsOracle(RoutingOracle):
+    def __init__(self, own, bits):
+        self.own = own
+        self.bits = bits
+
+    def route(self, questions):
+        out = {}
+        for party, asked in questions.items():
+            table = self.own if party == 0 else self.bits.get(party, {})
+            answers = []
+            for record, rows in asked:
+                if int(record) not in table:
+                    raise ProtocolError(f"party {party} has no split record {int(record)}")
+                answers.append(table[int(record)][rows])
+            out[party] = answers
+        return out
+
+
+def ecall_predict_finish(rt, payload):
+    """Every passive enclave's sealed record bits -> the margins, and nothing else."""
+    current = role(rt, "active")
+    if "predict" not in rt.state:
+        raise ProtocolError("no prediction is under way")
+    ensemble, msg = rt.state.pop("predict")
+    records = unpack_records(payload)
+    if sorted(records) != current.peers:
+        raise ProtocolError("record bits must come from every passive party")
+    bits = {}
+    for party, record in records.items():
+        answer = expect(current.channel(party).open(record), sm.StrictRecordBits)
+        if answer.n_rows != msg.n_rows or answer.bits.size != (answer.ids.size * msg.n_rows + 7) // 8:
+            raise ProtocolError(f"party {party} evaluated other rows than the ones to predict")
+        flat = np.unpackbits(answer.bits, count=answer.ids.size * msg.n_rows).astype(bool)
+        bits[party] = {int(i): flat[j * msg.n_rows:(j + 1) * msg.n_rows] for j, i in enumerate(answer.ids)}
+    own = {}
+    for i, f, t, left in zip(msg.own_ids, msg.own_features, msg.own_thresholds, msg.own_missing_left):
+        values = msg.raw[:, int(f)]
+        own[int(i)] = (values <= t) | (np.isnan(values) & bool(left))
+    margin = ensemble.margin(msg.n_rows, _BitsOracle(own, bits))
+    return serde.encode(sm.StrictPredictions(margin))
+
+
+def ecall_predict_records(rt, payload):
+    """Passive: [sealed request | this party's records and rows] -> sealed record bits."""
+    current = role(rt, "passive")
+    parts = unpack_records(payload)
+    channel = current.channel(0)
+    request = expect(channel.open(parts.get(0, b"")), sm.StrictPredictRequest)
+    mine = expect(parts.get(1, b""), sm.StrictRecordsIn)
+    n_rows = mine.raw.shape[0]
+    if n_rows != request.n_rows:
+        raise ProtocolError(f"the active party predicts {request.n_rows} rows; this party holds {n_rows}")
+    bits = np.zeros((mine.ids.size, n_rows), dtype=bool)
+    for j, (f, t, left) in enumerate(zip(mine.features, mine.thresholds, mine.missing_left)):
+        if not 0 <= int(f) < mine.raw.shape[1]:
+            raise ProtocolError(f"record names feature {int(f)}; this party has {mine.raw.shape[1]}")
+        values = mine.raw[:, int(f)]
+        bits[j] = (values <= t) | (np.isnan(values) & bool(left))
+    return channel.seal(serde.encode(sm.StrictRecordBits(n_rows, mine.ids.astype(np.int64),
+                                                         np.packbits(bits.reshape(-1)))))
