@@ -6,28 +6,30 @@ from teeboost.core.model import Ensemble
 from teeboost.core.tree import OwnerTable
 
 
-def split_descriptions(ensemble: Ensemble, tables: dict[int, tuple[OwnerTable, list[str]]]) -> list:
+def split_descriptions(ensemble: Ensemble, tables: dict[int, tuple[OwnerTable, list[str]]],
+                       statistics: bool = True) -> list:
     """Every tree as nested tuples of (feature name, threshold, missing_left) and leaf values.
 
     Party indices and record ids differ between a central and a vertical run; what each
-    split *means* (which column, which threshold) and every leaf value must not.
+    split *means* (which column, which threshold) and every leaf value must not. Without
+    ``statistics`` gains and node sizes are left out (strict mode does not publish them).
     """
     out = []
     for tree in ensemble.trees:
         nodes = []
         for node in range(tree.n_nodes):
             if tree.is_leaf(node):
-                nodes.append(("leaf", tree.value[node], tree.n_rows[node]))
+                nodes.append(("leaf", tree.value[node]) + ((tree.n_rows[node],) if statistics else ()))
             else:
                 owner, names = tables[tree.party[node]]
                 record = owner.get(tree.record[node])
-                nodes.append((names[record.feature], record.threshold, record.missing_left,
-                              tree.gain[node], tree.n_rows[node]))
+                nodes.append((names[record.feature], record.threshold, record.missing_left)
+                             + ((tree.gain[node], tree.n_rows[node]) if statistics else ()))
         out.append((tree.output, tuple(nodes)))
     return out
 
 
-def federated_descriptions(model) -> list:
+def federated_descriptions(model, statistics: bool = True) -> list:
     tables = {0: (model.active.owner, model.active.feature_names)}
     tables.update({m.index: (m.owner, m.feature_names) for m in model.passives})
-    return split_descriptions(model.active.ensemble, tables)
+    return split_descriptions(model.active.ensemble, tables, statistics)

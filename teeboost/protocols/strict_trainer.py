@@ -131,6 +131,7 @@ class ObliviousFinder(SplitFinder):
         self.routes: dict[tuple[int, int], np.ndarray] = {}  # (party, record) -> went left, every row
         self.seen: dict[int, set[int]] = {p: set() for p in self.peers}
         self.timer = {"own histograms": 0.0, "waiting for peers": 0.0}
+        self.broken = False
 
     # -- channel helpers
 
@@ -206,7 +207,7 @@ class ObliviousFinder(SplitFinder):
 
     def find_splits(self, nodes, node_rows):
         self._node_rows = node_rows
-        self._score_level()
+        self._guarded(self._score_level)
         found: list[SplitInfo | None] = []
         for node in nodes:
             k = self.position_of[node]
@@ -225,7 +226,15 @@ class ObliviousFinder(SplitFinder):
         return found
 
     def apply_splits(self, splits, children):
-        return self._partition(splits, children)
+        return self._guarded(self._partition, splits, children)
+
+    def _guarded(self, step, *args):
+        """A failed exchange leaves the level half done: the tree must not be padded after it."""
+        try:
+            return step(*args)
+        except BaseException:
+            self.broken = True
+            raise
 
     def _partition(self, splits: list[SplitInfo], children: list[tuple[int, int]]) -> list[AppliedSplit]:
         n = 2 ** self.depth
@@ -288,6 +297,8 @@ class ObliviousFinder(SplitFinder):
 
     def end_tree(self):
         """Pad the tree to ``max_depth`` levels: the same exchanges as a full tree."""
+        if self.broken:
+            return
         if self.scored:
             self._partition([], [])
         while self.depth < self.max_depth:

@@ -1,0 +1,182 @@
+"""Strict mode: plain's trees, and hosts that see only the schedule, fixed sizes and the model."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from teeboost.config import BoostParams, ProtocolOptions
+from teeboost.data import PartyData
+from teeboost.errors import IntegrityError, ProtocolError
+from teeboost.federation import train_local
+from teeboost.parties.messages import RouteRequest
+from teeboost.protocols.ntee import SealedMessage
+from teeboost.transport import inmemory, serde
+from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
+
+from .helpers import federated_descriptions
+
+SIMULATED = ProtocolOptions(allow_simulated_tee=True)
+PARAMS = BoostParams(n_trees=3, max_depth=3)
+
+
+def same_model(a, b) -> bool:
+    return federated_descriptions(a, statistics=False) == federated_descriptions(b, statistics=False)
+
+
+@pytest.mark.parametrize("params", [
+    BoostParams(n_trees=3, max_depth=3),
+    BoostParams(n_trees=2, max_depth=5, subsample=0.6, min_samples_leaf=20, reg_lambda=3.0, max_bin=16),
+    BoostParams(n_trees=2, max_depth=2, objective="regression", subsample=1.0),
+], ids=["default", "deep-sampled", "regression"])
+def test_same_trees_and_predictions_as_plain(small_credit, params):
+    active, passives = small_credit
+    if params.objective == "regression":  # regress on a passive-party-independent number
+        active = replace(active, labels=active.features[:, 0].copy())
+        active = PartyData(active.name, active.source, active.features[:, 1:], active.feature_names[1:],
+                           ids=active.ids, labels=active.labels, label_name="income")
+    plain, _ = train_local(active, passives, params)
+    strict, run = train_local(active, passives, params, "strict", options=SIMULATED)
+    assert same_model(strict, plain)
+    assert any(t.party[n] == 1 for t in strict.active.ensemble.trees for n in range(t.n_nodes))
+    features = [p.features for p in passives]
+    assert np.array_equal(strict.predict(active.features, features), plain.predict(active.features, features))
+    assert "simulated" in run.enclaves
+
+
+def test_multiclass_three_parties_with_early_stopping(credit_parties):
+    active, (passive,) = credit_parties
+    rows, held = np.arange(2000), np.arange(2000, 2600)
+    labels = np.digitize(np.nan_to_num(active.features[:, 1]), [1.0, 3.0])  # 3 classes from a column
+    active = PartyData(active.name, active.source, np.delete(active.features, 1, axis=1),
+                       tuple(n for i, n in enumerate(active.feature_names) if i != 1), ids=active.ids,
+                       labels=labels.astype(float), label_name="band")
+    parts = [PartyData(f"passive-{i}", "test", passive.features[:, cols],
+                       tuple(passive.feature_names[c] for c in cols), ids=active.ids)
+             for i, cols in ((1, [0, 1]), (2, [2, 3, 4]))]
+    params = BoostParams(n_trees=6, max_depth=3, objective="multiclass", early_stopping_rounds=1)
+    validation = (active.take(held), [p.take(held) for p in parts])
+    plain, plain_run = train_local(active.take(rows), [p.take(rows) for p in parts], params, validation=validation)
+    strict, strict_run = train_local(active.take(rows), [p.take(rows) for p in parts], params, "strict",
+                                     options=SIMULATED, validation=validation)
+    assert same_model(strict, plain)
+    assert [t.valid_metric for t in strict_run.trees] == [t.valid_metric for t in plain_run.trees]
+
+
+def test_published_model_has_no_gains_or_node_sizes(small_credit):
+    active, passives = small_credit
+    model, _ = train_local(active, passives, PARAMS, "strict", options=SIMULATED)
+    for tree in model.active.ensemble.trees:
+        assert set(tree.gain) == {0.0} and set(tree.n_rows) == {0}
+    ids = [i for i, _ in model.passives[0].owner.items()]
+    assert len(ids) > 1 and max(ids) > 2**40  # random ids: their order does not tell where a split sits
+
+
+def wire(path):
+    """Every frame a host relays or receives, as (direction, type, size, sealed label, tree)."""
+    out = []
+    for record in read_transcript(path):
+        if record.kind == NOTE:
+            continue
+        msg = record.message
+        out.append((record.kind, type(msg).__name__, len(serde.encode(msg)),
+                    getattr(msg, "kind", None), getattr(msg, "tree", None)))
+    return out
+
+
+def test_every_message_a_host_sees_has_the_same_type_and_size_for_two_datasets(tmp_path, credit_parties):
+    """Same shape, other people: rows 0-1999 vs 4000-5999 with labels shuffled. Early
+    stopping is off (the number of trees is the model's)."""
+    active, (passive,) = credit_parties
+    params = BoostParams(n_trees=3, max_depth=4, subsample=0.8)
+    runs = []
+    for k, rows in enumerate((np.arange(2000), np.arange(4000, 6000))):
+        a, p = active.take(rows), passive.take(rows)
+        if k:
+            a = replace(a, labels=np.random.default_rng(1).permutation(a.labels))
+        path = tmp_path / f"run-{k}.tbt"
+        model, _ = train_local(a, [p], params, "strict", options=SIMULATED, transcript=path)
+        runs.append((wire(path), model))
+    (first, model_a), (second, model_b) = runs
+    assert federated_descriptions(model_a, statistics=False) != federated_descriptions(model_b, statistics=False)
+    assert first == second
+    kinds = {(direction, name) for direction, name, *_ in first}
+    assert {name for direction, name in kinds if direction == RECEIVED} <= {
+        "Ack", "HelloReply", "EnclaveHelloReply", "EnclaveFinished", "SealedMessage"}
+    labels = [(label, tree) for direction, name, _, label, tree in first if name == "SealedMessage" and direction == SENT]
+    per_tree = [sum(1 for label, t in labels if t == tree and label == "level") for tree in range(3)]
+    assert per_tree == [params.max_depth] * 3  # every tree pads to max_depth levels
+
+
+def test_transcript_holds_nothing_but_sealed_records_and_the_published_trees(tmp_path, small_credit):
+    active, passives = small_credit
+    path = tmp_path / "run.tbt"
+    train_local(active, passives, PARAMS, "strict", options=SIMULATED, transcript=path)
+    records = list(read_transcript(path))
+    notes = {type(r.message).__name__ for r in records if r.kind == NOTE}
+    assert notes == {"RunNote", "TreeNote"}
+    for record in records:
+        msg = record.message
+        if isinstance(msg, SealedMessage):
+            assert b"TBM1" not in msg.record
+            with pytest.raises(Exception):
+                serde.decode(msg.record)
+
+
+def test_passive_host_answers_no_routing_question_in_the_clear(small_credit):
+    """After training the active host asks party 1 directly where training rows go."""
+    active, passives = small_credit
+    asked = {}
+    original = inmemory.InMemoryChannel.close
+
+    def ask_then_close(self):
+        handler = self._handlers.get(1) if hasattr(self, "_handlers") else None
+        if handler is not None:
+            from teeboost.protocols.partition import encode_row_sets
+            encodings, offsets, payload = encode_row_sets([np.arange(100)], 3000)
+            try:
+                handler(RouteRequest("train", 3000, np.array([1], dtype=np.int64), encodings, offsets, payload))
+                asked["answered"] = True
+            except ProtocolError as exc:
+                asked["refused"] = str(exc)
+        return original(self)
+
+    pytest.MonkeyPatch().setattr(inmemory.InMemoryChannel, "close", ask_then_close)
+    try:
+        train_local(active, passives, PARAMS, "strict", options=SIMULATED)
+    finally:
+        pytest.MonkeyPatch().undo()
+        inmemory.InMemoryChannel.close = original
+    assert "strict" in asked.get("refused", ""), asked
+
+
+def _edit_records(monkeypatch, label, edit):
+    original = inmemory.answer_frame
+    state: dict = {"seen": []}
+
+    def answer(handler, frame):
+        reply = serde.decode(original(handler, frame))
+        if isinstance(reply, SealedMessage) and reply.kind == label:
+            state["seen"].append(reply)
+            reply = edit(reply, state)
+        return serde.encode(reply)
+
+    monkeypatch.setattr(inmemory, "answer_frame", answer)
+
+
+@pytest.mark.parametrize("label", ["level", "split"])
+def test_tampered_or_replayed_records_are_refused(monkeypatch, small_credit, label):
+    active, passives = small_credit
+
+    def flip(reply, state):
+        data = bytearray(reply.record)
+        data[-1] ^= 1
+        return replace(reply, record=bytes(data))
+
+    _edit_records(monkeypatch, label, flip)
+    with pytest.raises(IntegrityError):
+        train_local(active, passives, PARAMS, "strict", options=SIMULATED)
+    monkeypatch.undo()
+    _edit_records(monkeypatch, label, lambda r, s: replace(r, record=s["seen"][0].record) if len(s["seen"]) > 1 else r)
+    with pytest.raises(IntegrityError):
+        train_local(active, passives, PARAMS, "strict", options=SIMULATED)
