@@ -31,7 +31,7 @@ from .protocols.registry import PROTOCOLS
 
 __all__ = ["main"]
 
-_CONTRACT_PROTOCOLS = ("plain", "secureboost", "ntee", "onetee")
+_CONTRACT_PROTOCOLS = ("plain", "secureboost", "ntee", "onetee", "strict")
 
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -277,7 +277,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         return 0
     if args.model_dir is None:
         raise DataError("give --model-dir (a local model) or --config (the active party's config, parties online)")
-    model = FederatedModel.load(args.model_dir)
+    model = FederatedModel.load(args.model_dir, ProtocolOptions(allow_simulated_tee=args.allow_simulated_tee))
     id_column = model.active.id_column
     frame = read_csv(args.data, id_column=id_column)
     if id_column is not None and id_column not in frame.columns:
@@ -535,7 +535,7 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     def show(report: dict) -> None:
         if args.json:
             return
-        simulated = ", enclaves simulated" if report["protocol"] in ("ntee", "onetee") else ""
+        simulated = ", enclaves simulated" if PROTOCOLS[report["protocol"]].uses_enclaves else ""
         print(f"\nattack on {report['protocol']}, {report['n_trees']} trees x depth {report['max_depth']} "
               f"({report['n_attacked_rows']} training rows, {report['max_bin']} bins{simulated}; "
               f"train {report['seconds']['train']:.1f} s, stage 1 {report['seconds']['stage1']:.1f} s)")
@@ -598,7 +598,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                   scheme=args.scheme)
     points = plan(args.rows, args.protocols, **common)
     if args.scale:
-        scale_protocols = ["xgboost", "plain", "ntee", "onetee"] + (["secureboost"] if args.with_secureboost else [])
+        scale_protocols = ["xgboost", "plain", "ntee", "onetee", "strict"] + (["secureboost"] if args.with_secureboost else [])
         points += [p for p in plan(args.scale_rows, scale_protocols, **common) if p not in points]
     total = len(points)
     progress = None
@@ -654,6 +654,8 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("--config", type=Path, help="the active party's config: predict with parties online")
     predict.add_argument("--data", type=Path, required=True, help="CSV with every party's columns")
     predict.add_argument("--output", type=Path, required=True, help="CSV to write")
+    predict.add_argument("--allow-simulated-tee", action="store_true",
+                         help="strict models: route between simulated enclaves (no hardware protection)")
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(func=_cmd_predict)
     demo = sub.add_parser("demo", help="every party as its own process over gRPC+mTLS: PSI, all protocols, "
@@ -689,8 +691,8 @@ def _parser() -> argparse.ArgumentParser:
     attack.set_defaults(func=_cmd_attack)
     bench = sub.add_parser("bench", help="protocols side by side over sample sizes (resumable), CSV, plots, report")
     bench.add_argument("--rows", type=int, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 150_000])
-    bench.add_argument("--protocols", nargs="+", default=["xgboost", "plain", "secureboost", "ntee", "onetee"],
-                       choices=["xgboost", "plain", "secureboost", "ntee", "onetee"])
+    bench.add_argument("--protocols", nargs="+", default=["xgboost", "plain", "secureboost", "ntee", "onetee", "strict"],
+                       choices=["xgboost", "plain", "secureboost", "ntee", "onetee", "strict"])
     bench.add_argument("--n-trees", type=int, default=5)
     bench.add_argument("--passive-parties", type=int, default=1)
     bench.add_argument("--extra-features", type=int, default=0, help="add noisy copies of passive columns")

@@ -29,6 +29,7 @@ from ..labels import encode_with_classes
 from ..metrics import evaluate
 from ..model_files import load_active, save_models
 from ..parties.active import FederatedOracle
+from ..protocols.strict import strict_margin
 from ..parties.psi import intersect_as_active
 from ..transport.grpc_transport import GrpcChannel
 from .config import PartyConfig, protocol_env
@@ -102,8 +103,7 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
     value = None
     if test.size:
         held_out = aligned.take(test)
-        oracle = FederatedOracle(channel, "test", model.owner, held_out.features)
-        prediction = model.ensemble.loss.predict(model.ensemble.margin(held_out.n_rows, oracle))
+        prediction = model.ensemble.loss.predict(_margin(config, channel, model, held_out.features, "test"))
         value = evaluate(model.ensemble.loss.metric, encode_with_classes(held_out, model.ensemble.classes),
                          prediction)
     model.id_column = config.id_column
@@ -123,6 +123,15 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
     }
 
 
+def _margin(config: PartyConfig, channel: GrpcChannel, model, features: np.ndarray, dataset: str) -> np.ndarray:
+    """Margins of rows whose passive columns the parties hold as ``dataset``: strict models
+    route between enclaves (only margins reach this host), others by routing questions."""
+    if model.protocol == "strict":
+        return strict_margin(channel, protocol_env(config), model.ensemble, model.owner, features, dataset)
+    oracle = FederatedOracle(channel, dataset, model.owner, features)
+    return model.ensemble.margin(features.shape[0], oracle)
+
+
 def run_prediction(config: PartyConfig, data_path: Path, output: Path) -> dict[str, Any]:
     model = load_active(config.model_dir / "active.json")
     frame = read_csv(data_path, id_column=config.id_column)
@@ -140,8 +149,7 @@ def run_prediction(config: PartyConfig, data_path: Path, output: Path) -> dict[s
     channel = connect(config)
     try:
         channel.request_all({p: PredictData("predict", "\n".join(ids).encode()) for p in channel.parties})
-        oracle = FederatedOracle(channel, "predict", model.owner, data.features)
-        margin = model.ensemble.margin(data.n_rows, oracle)
+        margin = _margin(config, channel, model, data.features, "predict")
         prediction = model.ensemble.loss.predict(margin)
         traffic = channel.traffic.to_dict()
     finally:

@@ -30,7 +30,7 @@ from .config import load_config
 
 __all__ = ["run_demo", "write_federation"]
 
-PROTOCOLS = ("plain", "secureboost", "ntee", "onetee")
+PROTOCOLS = ("plain", "secureboost", "ntee", "onetee", "strict")
 
 
 def _toml_value(value) -> str:
@@ -163,6 +163,6 @@ def run_demo(workdir: Path | None = None, *, protocols=PROTOCOLS, as_json: bool 
         print(f"{r['protocol']:<12} {r['value']:>13.4f} {r['train_seconds']:>8.2f} {r['bytes_total'] / 1e6:>11.2f}  "
               f"gRPC, {r['tls']}{extra}")
     print(f"federated prediction: {predicted['rows']} rows -> {predicted['output']} "
-          f"({predicted['bytes_total']:,} bytes of routing questions)")
+          f"({predicted['bytes_total']:,} bytes on the wire)")
     print(f"model files per party under {workdir}/model-*")
     return 0

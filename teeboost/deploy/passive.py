@@ -25,6 +25,7 @@ from ..parties.messages import Ack
 from ..parties.passive import PassiveParty
 from ..parties.psi import PsiPassive, PsiRequest, PsiResult
 from ..protocols.enclaves import ProtocolEnv
+from ..protocols.strict import StrictPredictPassive
 from ..transport.grpc_transport import PartyServer
 from .config import PartyConfig, protocol_env
 from .messages import Finish, PredictData, Setup, Shutdown
@@ -89,7 +90,8 @@ class PassiveService:
     def _finish(self) -> Ack:
         if self.party is None:
             raise ProtocolError("nothing was trained")
-        model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner)
+        model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner,
+                             "strict" if self.party.protocol_name == "strict" else "")
         save_models(self.config.model_dir, None, [model])
         remove_checkpoint(self._checkpoint_file())
         return Ack()
@@ -100,7 +102,10 @@ class PassiveService:
     def _predict_data(self, msg: PredictData) -> Ack:
         if self.party is None:
             model = load_passive(self.config.model_dir / passive_file(self.config.index))
-            self.party = PassiveParty(model.index, model.name, model.feature_names, model.owner)
+            strict = model.protocol == "strict"  # routing only between enclaves
+            self.party = PassiveParty(model.index, model.name, model.feature_names, model.owner,
+                                      protocol=StrictPredictPassive(model.owner, self.env(), model.index) if strict
+                                      else None, protocol_name="strict" if strict else None)
         if self._positions is None:
             self._positions = {i: n for n, i in enumerate(self.data.ids)}
         ids = msg.ids.decode("utf-8").split("\n") if msg.ids else []

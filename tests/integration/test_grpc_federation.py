@@ -53,6 +53,22 @@ def federation(tmp_path):
             process.kill()
 
 
+def in_memory_reference(workdir):
+    """The same training in one process, on the intersection in the active party's order."""
+    frames = {name: PartyData.from_csv(workdir / f"{name}.csv", id_column="id", name=name,
+                                       label="SeriousDlqin2yrs" if name == "active" else None)
+              for name in ("active", "passive-1", "passive-2")}
+    active = frames["active"]
+    common = set(frames["passive-1"].ids) & set(frames["passive-2"].ids)
+    rows = np.array([i for i, x in enumerate(active.ids) if x in common])
+    active = active.take(rows)
+    passives = align_parties(active, [frames[f"passive-{k}"].take(np.flatnonzero(np.isin(frames[f"passive-{k}"].ids,
+                                                                                        active.ids))) for k in (1, 2)])
+    train, _ = train_test_rows(active.n_rows, 0.3, 0)
+    reference, _ = train_local(active.take(train), [p.take(train) for p in passives], BoostParams(**TRAINING))
+    return active, passives, reference, rows.size
+
+
 def test_three_processes_with_mtls_equal_the_in_memory_model(federation):
     workdir, configs, _ = federation
     result = run_cli("party", "--config", str(configs["active"]), "--json")
@@ -62,19 +78,9 @@ def test_three_processes_with_mtls_equal_the_in_memory_model(federation):
     assert report["bytes_total"] > 0 and report["psi"]["bytes"] > 0
     assert report["bytes"]["active_to_passive"] > 0 and report["bytes"]["passive_to_active"] > 0
 
-    # the same training in one process, on the intersection in the active party's order
-    frames = {name: PartyData.from_csv(workdir / f"{name}.csv", id_column="id", name=name,
-                                       label="SeriousDlqin2yrs" if name == "active" else None)
-              for name in ("active", "passive-1", "passive-2")}
-    active = frames["active"]
-    common = set(frames["passive-1"].ids) & set(frames["passive-2"].ids)
-    rows = np.array([i for i, x in enumerate(active.ids) if x in common])
-    assert report["psi"]["intersection"] == rows.size < active.n_rows  # ids only partly overlap
-    active = active.take(rows)
-    passives = align_parties(active, [frames["passive-1"].take(np.flatnonzero(np.isin(frames["passive-1"].ids, active.ids))),
-                                      frames["passive-2"].take(np.flatnonzero(np.isin(frames["passive-2"].ids, active.ids)))])
-    train, _ = train_test_rows(active.n_rows, 0.3, 0)
-    reference, _ = train_local(active.take(train), [p.take(train) for p in passives], BoostParams(**TRAINING))
+    active, passives, reference, n_common = in_memory_reference(workdir)
+    n_active = len(PartyData.from_csv(workdir / "active.csv", id_column="id", name="active").ids)
+    assert report["psi"]["intersection"] == n_common < n_active  # ids only partly overlap
 
     deployed = FederatedModel(load_active(workdir / "model-active" / "active.json"),
                               [load_passive(workdir / f"model-passive-{k}" / f"passive-{k}.json") for k in (1, 2)])
@@ -93,6 +99,35 @@ def test_three_processes_with_mtls_equal_the_in_memory_model(federation):
     assert len(output) == 50
     expected = reference.predict(active.features[:50], [p.features[:50] for p in passives])
     assert np.allclose(output["probability_1"].to_numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_strict_mode_over_grpc_grows_plains_trees_and_predicts_between_enclaves(federation):
+    """Three processes, strict: the model equals the in-memory one (without the statistics
+    strict does not publish), held-out and new rows are predicted enclave to enclave."""
+    workdir, configs, _ = federation
+    result = run_cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["protocol"] == "strict" and "simulated" in report["enclaves"] and report["value"] > 0.6
+    assert "RouteRequest" not in report["bytes_by_message"]  # no routing question in the clear
+    deployed = FederatedModel(load_active(workdir / "model-active" / "active.json"),
+                              [load_passive(workdir / f"model-passive-{k}" / f"passive-{k}.json") for k in (1, 2)])
+    assert deployed.active.protocol == "strict" and all(p.protocol == "strict" for p in deployed.passives)
+    assert all(set(t.gain) == {0.0} for t in deployed.active.ensemble.trees)
+    active, passives, reference, _ = in_memory_reference(workdir)
+    assert federated_descriptions(deployed, statistics=False) == federated_descriptions(reference, statistics=False)
+
+    import pandas as pd
+
+    new_rows = workdir / "new.csv"
+    pd.read_csv(workdir / "active.csv", dtype={"id": str}).set_index("id").loc[active.ids[:40]].reset_index() \
+        .drop(columns=["SeriousDlqin2yrs"]).to_csv(new_rows, index=False)
+    predicted = run_cli("predict", "--config", str(configs["active"]), "--data", str(new_rows),
+                        "--output", str(workdir / "p.csv"), "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    output = pd.read_csv(workdir / "p.csv")
+    expected = reference.predict(active.features[:40], [p.features[:40] for p in passives])
+    assert len(output) == 40 and np.allclose(output["probability_1"].to_numpy(), expected, rtol=0, atol=1e-12)
 
 
 def test_party_with_a_certificate_from_another_ca_is_refused(federation):
