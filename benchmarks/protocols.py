@@ -1,9 +1,10 @@
 """All protocols side by side on the same rows: training wall time, bytes each way, and
-ratios against SecureBoost, with every run checked to grow plain's trees.
+ratios against SecureBoost, with every run checked to grow plain's trees; strict mode's time and
+bytes beside N-TEE's.
 
 Rows are resampled from the bundled Give Me Some Credit sample; 10 features split 5/5; 5
 trees, depth 3, lr 0.3, subsample 0.8, 32 bins; SecureBoost with 2048-bit Paillier (and
-optionally Okamoto-Uchiyama); N-TEE and 1-TEE with AES-128-GCM attested channels on the
+optionally Okamoto-Uchiyama); N-TEE, 1-TEE and strict with AES-128-GCM attested channels on the
 simulated enclave backend (enclave processes on this machine; no SGX). All parties share
 this machine's 2 cores. Training time includes enclave start-up and attestation.
 
@@ -48,7 +49,8 @@ def runs(skip_secureboost: bool, with_ou: bool) -> list[tuple[str, str, Protocol
             out.append(("secureboost/ou", "secureboost", ProtocolOptions(scheme="ou")))
     out += [("ntee", "ntee", ProtocolOptions(allow_simulated_tee=True)),
             ("onetee", "onetee", ProtocolOptions(allow_simulated_tee=True)),
-            ("onetee/bins-once", "onetee", ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True))]
+            ("onetee/bins-once", "onetee", ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True)),
+            ("strict", "strict", ProtocolOptions(allow_simulated_tee=True))]
     return out
 
 
@@ -72,7 +74,7 @@ def main() -> None:
             started = time.perf_counter()
             model, run = train_local(active, [passive], PARAMS, protocol, options=options)
             seconds = time.perf_counter() - started
-            trees = federated_descriptions(model)
+            trees = federated_descriptions(model, statistics=False)  # strict publishes no gains or node sizes
             reference = trees if reference is None else reference
             sent, received = run.traffic["bytes"]["active_to_passive"], run.traffic["bytes"]["passive_to_active"]
             total = sent + received
@@ -85,6 +87,15 @@ def main() -> None:
             results.append({"rows": n_rows, "protocol": label, "seconds": seconds, "bytes": run.traffic["bytes"],
                             "bytes_by_message": run.traffic["bytes_by_message"], "phases": run.phases,
                             "same_trees": trees == reference})
+    print("\nstrict beside N-TEE (the issue's bound: at most 3x N-TEE's time):")
+    for n_rows in args.rows:
+        by = {r["protocol"]: r for r in results if r["rows"] == n_rows}
+        if "strict" in by and "ntee" in by:
+            ntee, strict = by["ntee"], by["strict"]
+            print(f"{n_rows:>9} rows: time {strict['seconds'] / ntee['seconds']:.2f}x N-TEE "
+                  f"({strict['seconds']:.2f} s vs {ntee['seconds']:.2f} s), bytes "
+                  f"{sum(strict['bytes'].values()) / sum(ntee['bytes'].values()):.2f}x "
+                  f"({sum(strict['bytes'].values()) / 1e6:.1f} MB vs {sum(ntee['bytes'].values()) / 1e6:.1f} MB)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

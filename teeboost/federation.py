@@ -103,7 +103,8 @@ class FederatedModel:
             raise DataError(f"the model has {len(self.passives)} passive parties, got data for {len(passive_features)}")
         parties = []
         for model, features in zip(self.passives, passive_features):
-            protocol = StrictPredictPassive(model.owner, envs[model.index], model.index) if self.strict else None
+            protocol = (StrictPredictPassive(model.owner, model.model_digest, envs[model.index], model.index)
+                        if self.strict else None)
             party = PassiveParty(model.index, model.name, model.feature_names, model.owner, protocol=protocol,
                                  protocol_name="strict" if self.strict else None)
             party.add_dataset("predict", features)
@@ -354,7 +355,8 @@ def train_local(
         for phase, value in (getattr(party.protocol, "timer", None) or {}).items():
             run.phases[phase] = round(run.phases.get(phase, 0.0) + value, 4)
     passives_models = [PassiveModel(p.index, p.name, p.feature_names, p.owner,
-                                    "strict" if spec.trains_in_enclave else "") for p in parties]
+                                    "strict" if spec.trains_in_enclave else "",
+                                    getattr(p.protocol, "model_digest", "")) for p in parties]
     return FederatedModel(model, passives_models, options if spec.uses_enclaves else None), run
 
 

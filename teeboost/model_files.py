@@ -46,6 +46,7 @@ class PassiveModel:
     feature_names: list[str]
     owner: OwnerTable
     protocol: str = ""  # "strict": this party routes only enclave to enclave
+    model_digest: str = ""  # strict: hex SHA-256 of the published model its records belong to
 
 
 def passive_file(index: int) -> str:
@@ -100,6 +101,7 @@ def passive_payload(model: PassiveModel) -> dict[str, Any]:
         "features": model.feature_names,
         "records": model.owner.to_list(),
         **({"protocol": model.protocol} if model.protocol else {}),
+        **({"model_digest": model.model_digest} if model.model_digest else {}),
     }
 
 
@@ -172,7 +174,8 @@ def load_passive(path: str | Path) -> PassiveModel:
     try:
         features = [str(f) for f in data["features"]]
         return PassiveModel(int(data["index"]), str(data["name"]), features,
-                            OwnerTable.from_list(data["records"], len(features)), str(data.get("protocol", "")))
+                            OwnerTable.from_list(data["records"], len(features)), str(data.get("protocol", "")),
+                            str(data.get("model_digest", "")))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed passive model ({exc})") from None
     except ModelFileError as exc:

@@ -180,3 +180,22 @@ def test_tampered_or_replayed_records_are_refused(monkeypatch, small_credit, lab
     _edit_records(monkeypatch, label, lambda r, s: replace(r, record=s["seen"][0].record) if len(s["seen"]) > 1 else r)
     with pytest.raises(IntegrityError):
         train_local(active, passives, PARAMS, "strict", options=SIMULATED)
+
+
+def test_prediction_is_bound_to_the_trained_model(small_credit):
+    """The active host gives its enclave a model of its own making: one tree on party 1's
+    first record with leaves 0 and 1, so each margin would be that record's bit for the row.
+    Party 1's enclave answers only for the model its records were released with."""
+    active, passives = small_credit
+    model, _ = train_local(active, passives, PARAMS, "strict", options=SIMULATED)
+    features = [p.features[:200] for p in passives]
+    honest = model.predict(active.features[:200], features)
+    assert honest.shape == (200,)
+    from teeboost.core.tree import Tree
+
+    record = next(i for i, _ in model.passives[0].owner.items())
+    crafted = Tree(left=[1, -1, -1], right=[2, -1, -1], party=[1, -1, -1], record=[record, -1, -1],
+                   value=[0.0, 0.0, 1.0], gain=[0.0] * 3, n_rows=[0] * 3)
+    model.active.ensemble.trees = [crafted]
+    with pytest.raises(ProtocolError, match="another model"):
+        model.predict(active.features[:200], features)

@@ -91,7 +91,8 @@ class PassiveService:
         if self.party is None:
             raise ProtocolError("nothing was trained")
         model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner,
-                             "strict" if self.party.protocol_name == "strict" else "")
+                             "strict" if self.party.protocol_name == "strict" else "",
+                             getattr(self.party.protocol, "model_digest", ""))
         save_models(self.config.model_dir, None, [model])
         remove_checkpoint(self._checkpoint_file())
         return Ack()
@@ -104,8 +105,9 @@ class PassiveService:
             model = load_passive(self.config.model_dir / passive_file(self.config.index))
             strict = model.protocol == "strict"  # routing only between enclaves
             self.party = PassiveParty(model.index, model.name, model.feature_names, model.owner,
-                                      protocol=StrictPredictPassive(model.owner, self.env(), model.index) if strict
-                                      else None, protocol_name="strict" if strict else None)
+                                      protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
+                                                                    model.index) if strict else None,
+                                      protocol_name="strict" if strict else None)
         if self._positions is None:
             self._positions = {i: n for n, i in enumerate(self.data.ids)}
         ids = msg.ids.decode("utf-8").split("\n") if msg.ids else []

@@ -181,6 +181,7 @@ class StrictPassive(NteePassive):
         self._restore: tuple[bytes, int] | None = None
         self._loaded = False
         self._predictor: StrictPredictPassive | None = None  # once training is over
+        self.model_digest = ""  # of the published model, from the enclave at the end
 
     def add_dataset(self, name: str, raw: np.ndarray) -> None:
         self._datasets[name] = raw
@@ -225,8 +226,9 @@ class StrictPassive(NteePassive):
                 owner = owner_from_bins(zip(released.ids, released.features, released.bins, released.default_left,
                                             released.trees), self.columns.bins)
                 self.columns.owner.replace(owner)
+                self.model_digest = released.model_digest.hex()
                 self.enclave.close()
-                self._predictor = StrictPredictPassive(self.columns.owner, self.env, self.index)
+                self._predictor = StrictPredictPassive(self.columns.owner, self.model_digest, self.env, self.index)
                 for name, raw in self._datasets.items():
                     self._predictor.add_dataset(name, raw)
                 return Ack()
@@ -256,9 +258,10 @@ class StrictPredictPassive(NteePassive):
     protocol = "strict"
     program = PROGRAM
 
-    def __init__(self, owner: OwnerTable, env: ProtocolEnv, index: int) -> None:
+    def __init__(self, owner: OwnerTable, model_digest: str, env: ProtocolEnv, index: int) -> None:
         super().__init__(None, BoostParams(), env, index)  # a session binds default criteria: nothing is scored
         self.owner = owner
+        self.model_digest = bytes.fromhex(model_digest)  # its enclave answers only for this model
         self.datasets: dict[str, np.ndarray] = {}
         self._used = False
 
@@ -284,7 +287,7 @@ class StrictPredictPassive(NteePassive):
             if raw is None:
                 raise ProtocolError(f"party {self.index} has no dataset {name!r}")
             items = self.owner.items()
-            mine = sm.StrictRecordsIn(np.array([i for i, _ in items], dtype=np.int64),
+            mine = sm.StrictRecordsIn(self.model_digest, np.array([i for i, _ in items], dtype=np.int64),
                                       np.array([r.feature for _, r in items], dtype=np.int32),
                                       np.array([r.threshold for _, r in items], dtype=np.float64),
                                       np.array([r.missing_left for _, r in items], dtype=bool),

@@ -10,6 +10,8 @@ records of identical types and sizes).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +23,7 @@ from ..transport.serde import array_field, message
 __all__ = ["StrictActiveLoad", "StrictPassiveLoad", "StrictLevel", "StrictCandidates", "StrictDecision",
            "StrictPartition", "StrictFinish", "StrictStep", "StrictReplies", "StrictReleased", "StrictPredictIn", "StrictPredictRequest",
            "StrictRecordsIn", "StrictRecordBits", "StrictPredictions", "StrictCheckpoint", "GRADIENT_BYTES", "pack_fixed",
-           "unpack_fixed", "bits_of", "from_bits", "expect"]
+           "unpack_fixed", "bits_of", "from_bits", "expect", "model_digest"]
 
 #: Fixed-point gradients travel in 7 bytes each: their sum over all rows is below 2**52.
 GRADIENT_BYTES = 7
@@ -143,9 +145,11 @@ class StrictPartition:
 @dataclass(frozen=True)
 class StrictFinish:
     """Active -> every passive enclave, once: training is over and the model keeps the
-    first ``n_trees`` trees (early stopping); the enclave releases its records to its host."""
+    first ``n_trees`` trees (early stopping); the enclave releases its records to its host,
+    with the digest of the published model (prediction is bound to it)."""
 
     n_trees: int
+    model_digest: bytes
 
 
 # ---- enclave <-> its own host while training
@@ -184,6 +188,12 @@ class StrictReleased:
     bins: np.ndarray = array_field("int32", 1)
     default_left: np.ndarray = array_field("bool", 1)
     trees: np.ndarray = array_field("int32", 1)
+    model_digest: bytes = b""  # of the published model these records belong to
+
+
+def model_digest(published: dict) -> bytes:
+    """SHA-256 of a published ensemble (canonical JSON): what prediction is bound to."""
+    return hashlib.sha256(b"teeboost-strict-model-v1" + json.dumps(published, sort_keys=True).encode()).digest()
 
 
 # ---- prediction
@@ -206,16 +216,20 @@ class StrictPredictIn:
 @message
 @dataclass(frozen=True)
 class StrictPredictRequest:
-    """Active -> every passive enclave: evaluate all your records on the n rows to predict."""
+    """Active -> every passive enclave: evaluate all your records on the n rows to predict,
+    for the model of this digest (computed by the active enclave from the model it uses)."""
 
     n_rows: int
+    model_digest: bytes
 
 
 @message
 @dataclass(frozen=True)
 class StrictRecordsIn:
-    """Passive host -> its enclave: its split records and raw rows to evaluate them on."""
+    """Passive host -> its enclave: its split records, the digest of the model they were
+    released with, and raw rows to evaluate them on."""
 
+    model_digest: bytes
     ids: np.ndarray = array_field("int64", 1)
     features: np.ndarray = array_field("int32", 1)
     thresholds: np.ndarray = array_field("float64", 1)

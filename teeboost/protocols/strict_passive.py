@@ -118,10 +118,10 @@ class PassiveStrictState:
         return sm.StrictReleased(
             np.array([i for i, _ in kept], dtype=np.int64), np.array([r[0] for _, r in kept], dtype=np.int32),
             np.array([r[1] for _, r in kept], dtype=np.int32), np.array([r[2] for _, r in kept], dtype=bool),
-            np.array([r[3] for _, r in kept], dtype=np.int32))
+            np.array([r[3] for _, r in kept], dtype=np.int32), msg.model_digest)
 
     def snapshot(self) -> bytes:
-        released = self.release(sm.StrictFinish(2**31 - 1))
+        released = self.release(sm.StrictFinish(2**31 - 1, b""))
         return serde.encode(released)
 
     def restore(self, released: sm.StrictReleased, n_trees: int) -> None:

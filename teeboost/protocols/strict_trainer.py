@@ -328,7 +328,7 @@ class RoundOracle(RoutingOracle):
 def published_ensemble(ensemble: Ensemble) -> dict:
     """The model the active party is entitled to: tree shapes, owners, record ids and leaf
     values; gains and node sizes stay inside (they are statistics of the partitions)."""
-    data = ensemble.to_dict()
+    data = json.loads(json.dumps(ensemble.to_dict(), default=_plain))  # plain JSON types: one canonical digest
     for tree in data["trees"]:
         tree["gain"] = [0.0] * len(tree["gain"])
         tree["n_rows"] = [0] * len(tree["n_rows"])
@@ -411,8 +411,8 @@ class StrictTrainer:
                                on_round=on_round)
         n_trees = len(ensemble.trees)
         finder.tree = n_trees
-        bridge.send("finish", n_trees, {p: self.session.channel(p).seal(serde.encode(sm.StrictFinish(n_trees)))
-                                        for p in finder.peers})
+        published = published_ensemble(ensemble)
+        finish = serde.encode(sm.StrictFinish(n_trees, sm.model_digest(published)))
+        bridge.send("finish", n_trees, {p: self.session.channel(p).seal(finish) for p in finder.peers})
         own = [[i, *r] for i, r in sorted(finder.records.items())]
-        bridge.publish("done", n_trees, {"ensemble": published_ensemble(ensemble), "records": own,
-                                         "timer": finder.timer})
+        bridge.publish("done", n_trees, {"ensemble": published, "records": own, "timer": finder.timer})

@@ -133,7 +133,10 @@ def ecall_predict_begin(rt, payload):
     if msg.raw.shape[0] != msg.n_rows:
         raise ProtocolError("the rows to predict do not match their count")
     rt.state["predict"] = (ensemble, msg)
-    frame = serde.encode(sm.StrictPredictRequest(msg.n_rows))
+    # the digest of the model this enclave will use, computed here: passive enclaves answer
+    # only for the model their records were released with
+    digest = sm.model_digest(json.loads(json.dumps(ensemble.to_dict())))
+    frame = serde.encode(sm.StrictPredictRequest(msg.n_rows, digest))
     return pack_records({p: current.channel(p).seal(frame) for p in current.peers})
 
 
@@ -186,6 +189,9 @@ def ecall_predict_records(rt, payload):
     channel = current.channel(0)
     request = expect(channel.open(parts.get(0, b"")), sm.StrictPredictRequest)
     mine = expect(parts.get(1, b""), sm.StrictRecordsIn)
+    if len(mine.model_digest) != 32 or mine.model_digest != request.model_digest:
+        raise ProtocolError("the active party predicts with another model than the one this party's records were "
+                            "released for")
     n_rows = mine.raw.shape[0]
     if n_rows != request.n_rows:
         raise ProtocolError(f"the active party predicts {request.n_rows} rows; this party holds {n_rows}")
