@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..errors import DataError
 from .guessing import METHODS
 
 __all__ = ["write_outputs", "file_slug"]
@@ -75,17 +76,24 @@ def _key(report: dict[str, Any]) -> dict[str, Any]:
 
 def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> Path:
     """Rows of the runs just audited replace the same runs' rows in an existing file; rows of
-    other runs (another protocol or model size audited into the same directory) are kept."""
+    other runs (another protocol or model size audited into the same directory) are kept,
+    whatever columns that file had (an audit from before seeds were recorded counts as seed 0)."""
     runs = {(str(r["protocol"]), str(r["n_trees"]), str(r["max_depth"]), str(r["seed"])) for r in rows}
     kept = []
     if path.is_file():
         with open(path, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
-            if reader.fieldnames and set(fields) <= set(reader.fieldnames):
-                kept = [r for r in reader if (r["protocol"], r["n_trees"], r["max_depth"], r["seed"]) not in runs]
+            if not reader.fieldnames or not {"protocol", "n_trees", "max_depth"} <= set(reader.fieldnames):
+                raise DataError(f"{path} is not an audit table (no protocol, n_trees, max_depth columns); "
+                                "audit into another --out directory")
+            for row in reader:
+                row = {**row, "seed": row.get("seed") or "0"}
+                if (row["protocol"], row["n_trees"], row["max_depth"], row["seed"]) not in runs:
+                    kept.append(row)
+            fields = fields + [f for f in reader.fieldnames if f not in fields]
     rows = kept + rows
     with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore", restval="")
         writer.writeheader()
         writer.writerows(rows)
     return path
@@ -144,10 +152,48 @@ def write_outputs(reports: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             plt.close(fig)
             written.append(path)
 
-    sizes = list(dict.fromkeys((r["n_trees"], r["max_depth"]) for r in reports))
+    merged = _tables_as_reports(out_dir)  # every audit in this directory, not only this one
+    sizes = sorted(dict.fromkeys((r["n_trees"], r["max_depth"]) for r in merged))
     if len(sizes) > 1:
-        written += _sweep_plots(plt, reports, sizes, features, out_dir)
+        written += _sweep_plots(plt, merged, sizes, features, out_dir)
     return written
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _tables_as_reports(out_dir: Path) -> list[dict[str, Any]]:
+    """The merged CSVs of a directory, read back into the shape the sweep plots draw from."""
+    reports: dict[tuple, dict[str, Any]] = {}
+
+    def report(row):
+        key = (row["protocol"], int(row["n_trees"]), int(row["max_depth"]), row.get("seed") or "0")
+        return reports.setdefault(key, {"protocol": key[0], "n_trees": key[1], "max_depth": key[2],
+                                        "results": [], "recovery": {}, "labels": []})
+
+    def read(name):
+        path = out_dir / name
+        if not path.is_file():
+            return []
+        with open(path, newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+
+    for row in read("results.csv"):
+        if (row.get("rows") or "training") != "training":
+            continue
+        report(row)["results"].append({"feature": row["feature"], "order": row["order"], "method": row["method"],
+                                       "tolerance": float(row["tolerance"]), "accuracy": float(row["accuracy"])})
+    for row in read("recovery.csv"):
+        report(row)["recovery"][row["feature"]] = {"spearman": _number(row.get("spearman"))}
+    for row in read("labels.csv"):
+        report(row)["labels"].append({"party": int(row["party"]), "role": row["role"],
+                                      "auc_transcript": _number(row.get("auc_transcript")),
+                                      "auc_own_features": _number(row.get("auc_own_features"))})
+    return [r for r in reports.values() if r["results"]]
 
 
 def _sweep_plots(plt, reports, sizes, features, out_dir: Path) -> list[Path]:
@@ -182,7 +228,8 @@ def _sweep_plots(plt, reports, sizes, features, out_dir: Path) -> list[Path]:
                           for runs in found]
                 ax.errorbar(x, [p[0] for p in points], yerr=[[p[1] for p in points], [p[2] for p in points]],
                             label=protocol, capsize=3, **style)
-            points = [spread([r["recovery"][feature]["spearman"] for r in runs]) for runs in found]
+            points = [spread([r["recovery"].get(feature, {}).get("spearman") for r in runs
+                              if r["recovery"].get(feature, {}).get("spearman") is not None]) for runs in found]
             axes[-1].errorbar(x, [p[0] for p in points], yerr=[[p[1] for p in points], [p[2] for p in points]],
                               label=protocol, capsize=3, **style)
         for ax, tolerance in zip(axes, tolerances):

@@ -261,3 +261,21 @@ def test_repeats_draw_new_splits_and_report_the_spread(tmp_path, capsys):
     second = {(r["n_trees"], r["method"]): r["accuracy"] for r in rows if r["seed"] == "1"}
     assert first != second  # another split, another draw
     assert (out / "leakage-vs-size-age.png").is_file()
+
+
+def test_audit_tables_merge_with_files_written_before_seeds_were_recorded(tmp_path):
+    """An older results.csv without the seed column keeps its rows (as seed 0); the new
+    audit's rows join them instead of replacing the file."""
+    from teeboost.attack.report import _tables_as_reports, _write_csv
+
+    path = tmp_path / "results.csv"
+    path.write_text("protocol,n_trees,max_depth,feature,order,method,tolerance,accuracy,scored_rows\n"
+                    "ntee,50,6,age,inferred,attack_approx,2.0,0.865,9999\n")
+    fields = ["protocol", "n_trees", "max_depth", "seed", "rows", "feature", "order", "method", "tolerance",
+              "accuracy", "scored_rows"]
+    _write_csv(path, fields, [{"protocol": "strict", "n_trees": 50, "max_depth": 6, "seed": 0, "rows": "training",
+                               "feature": "age", "order": "inferred", "method": "attack_approx", "tolerance": 2.0,
+                               "accuracy": 0.087, "scored_rows": 9999}])
+    merged = {r["protocol"]: r for r in _tables_as_reports(tmp_path)}
+    assert set(merged) == {"ntee", "strict"}
+    assert merged["ntee"]["results"][0]["accuracy"] == 0.865
