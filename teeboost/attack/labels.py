@@ -456,7 +456,7 @@ def infer_labels(view: PassiveView, own_features: np.ndarray, *, known_rows: np.
         "n_known": int(known_rows.size),
         "n_known_positive": int(known_labels.sum()),
         "n_scored": int(view.n_rows - known_rows.size),
-        "n_trees": len(view.trees),
+        "n_trees_seen": len(view.trees),  # trees in its own view (not the model size)
         "n_node_sets": len(columns),
         "n_routing_questions": view.routing_questions,
         "n_rows_in_some_node_set": int(np.count_nonzero(np.diff(embedding.indptr))),
