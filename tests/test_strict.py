@@ -59,8 +59,12 @@ def test_multiclass_three_parties_with_early_stopping(credit_parties):
     plain, plain_run = train_local(active.take(rows), [p.take(rows) for p in parts], params, validation=validation)
     strict, strict_run = train_local(active.take(rows), [p.take(rows) for p in parts], params, "strict",
                                      options=SIMULATED, validation=validation)
-    assert same_model(strict, plain)
-    assert [t.valid_metric for t in strict_run.trees] == [t.valid_metric for t in plain_run.trees]
+    assert same_model(strict, plain)  # early stopping cut the same trees, inside the enclave
+    assert len(strict.active.ensemble.trees) < 6 * 3 and strict.active.ensemble.best_round is not None
+    # no validation metric leaves the enclave (with validation rows of the host's choosing it is a
+    # prediction oracle); plain reports it
+    assert all(t.valid_metric is None for t in strict_run.trees)
+    assert any(t.valid_metric is not None for t in plain_run.trees)
 
 
 def test_published_model_has_no_gains_or_node_sizes(small_credit):
@@ -115,6 +119,8 @@ def test_transcript_holds_nothing_but_sealed_records_and_the_published_trees(tmp
     records = list(read_transcript(path))
     notes = {type(r.message).__name__ for r in records if r.kind == NOTE}
     assert notes == {"RunNote", "TreeNote"}
+    hello = next(r.message for r in records if type(r.message).__name__ == "HelloReply")
+    assert hello.n_value_bins.size == 5 and not hello.n_value_bins.any()  # bin counts stay with the party
     for record in records:
         msg = record.message
         if isinstance(msg, SealedMessage):
@@ -199,3 +205,55 @@ def test_prediction_is_bound_to_the_trained_model(small_credit):
     model.active.ensemble.trees = [crafted]
     with pytest.raises(ProtocolError, match="another model"):
         model.predict(active.features[:200], features)
+
+
+def test_sealed_checkpoints_have_sizes_fixed_by_the_schedule(tmp_path, credit_parties):
+    """The passive host may ask its enclave for a sealed checkpoint at any time; its size must
+    not count the splits its party won (red-team finding). Two datasets of one shape."""
+    from teeboost.protocols import strict as strict_module
+
+    active, (passive,) = credit_parties
+    sizes = []
+    original = strict_module.StrictPassive.handle
+
+    for k, rows in enumerate((np.arange(1500), np.arange(6000, 7500))):
+        seen = []
+
+        def spy(self, msg, seen=seen):
+            reply = original(self, msg)
+            if isinstance(msg, SealedMessage) and msg.kind == "split":
+                seen.append(len(self.sealed_state()))
+            return reply
+
+        strict_module.StrictPassive.handle = spy
+        try:
+            a, p = active.take(rows), passive.take(rows)
+            if k:
+                a = replace(a, labels=np.random.default_rng(2).permutation(a.labels))
+            train_local(a, [p], BoostParams(n_trees=2, max_depth=4), "strict", options=SIMULATED)
+        finally:
+            strict_module.StrictPassive.handle = original
+        sizes.append(seen)
+    assert sizes[0] == sizes[1] and len(set(sizes[0])) > 1
+
+
+def test_rows_cannot_be_moved_from_training_to_validation(small_credit):
+    """The active host declares its last training rows validation rows (whose metric it would
+    read): the passive enclave knows its own training rows and refuses."""
+    from teeboost.protocols import strict as strict_module
+
+    active, passives = small_credit
+    original = strict_module.StrictActive.fit
+
+    def shifted(self, labels, *args, valid_binned=None, valid_labels=None, **kwargs):
+        train = self.columns.binned_by_feature
+        self.columns.binned_by_feature = train[:, :-100]
+        return original(self, labels[:-100], *args, valid_binned=train[:, -100:], valid_labels=labels[-100:],
+                        **kwargs)
+
+    strict_module.StrictActive.fit = shifted
+    try:
+        with pytest.raises(ProtocolError, match="training rows"):
+            train_local(active, passives, PARAMS, "strict", options=SIMULATED)
+    finally:
+        strict_module.StrictActive.fit = original

@@ -27,7 +27,9 @@ def handshake(channel: Channel, protocol: str, n_rows: int, max_bin: int) -> dic
     for party, reply in replies.items():
         if reply.n_rows != n_rows:
             raise ProtocolError(f"party {party} ({reply.name}) holds {reply.n_rows} rows, expected {n_rows}")
-        if reply.n_value_bins.size == 0 or np.any(reply.n_value_bins < 1) or np.any(reply.n_value_bins > max_bin):
+        withheld = protocol == "strict" and not np.any(reply.n_value_bins)  # strict: in its enclave only
+        if reply.n_value_bins.size == 0 or (not withheld and (np.any(reply.n_value_bins < 1)
+                                                              or np.any(reply.n_value_bins > max_bin))):
             raise ProtocolError(f"party {party} ({reply.name}) reported invalid bin counts")
     return replies
 

@@ -97,7 +97,10 @@ class PassiveParty:
             )
         if msg.max_bin != self.columns.bins.max_bin:
             raise ProtocolError(f"party {self.name!r} binned with max_bin={self.columns.bins.max_bin}, not {msg.max_bin}")
-        return HelloReply(self.name, self.columns.n_rows, self.columns.bins.n_value_bins.astype(np.int32))
+        bins = self.columns.bins.n_value_bins.astype(np.int32)
+        if self.protocol_name == "strict":  # bin counts go only into this party's own enclave
+            bins = np.zeros_like(bins)
+        return HelloReply(self.name, self.columns.n_rows, bins)
 
     def _checkpoint_path(self) -> Path:
         if self.checkpoint is None or self.columns is None:

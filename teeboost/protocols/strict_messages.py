@@ -96,6 +96,7 @@ class StrictLevel:
 
     tree: int
     depth: int
+    n_train: int  # the first n_train rows are training rows (each passive party checks its own count)
     frac_bits: np.ndarray = array_field("int64", 1)  # (1,) at depth 0, else empty
     g: np.ndarray = array_field("uint8", 1)
     h: np.ndarray = array_field("uint8", 1)
@@ -268,6 +269,9 @@ class StrictCheckpoint:
     """Sealed by the active enclave after a round (the host stores it, cannot read it): the
     boosting state, its own party's records and the round's progress."""
 
-    state: str  # JSON: ensemble, generator state, round, early-stopping bests, own records
+    state: str  # JSON of public-length parts: published ensemble, generator state, round, own records
+    gains: np.ndarray = array_field("float64", 1)  # every node's gain and size, fixed width (their text
+    n_rows: np.ndarray = array_field("int64", 1)  # length would otherwise show in the blob's size)
+    best: np.ndarray = array_field("float64", 1)  # (best value or nan, best round)
     margin: np.ndarray = array_field("float64", 2)
     valid_margin: np.ndarray = array_field("float64", 2)

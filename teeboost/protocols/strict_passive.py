@@ -37,9 +37,11 @@ class PassiveStrictState:
         self.width = max_bin + 1
         self.criteria = criteria
         self.records: dict[int, tuple[int, int, bool, int]] = {}  # id -> feature, bin, default left, tree
+        self.n_train = load.n_train
         self.tree = -1
         self.depth = -1
         self.phase = "idle"
+        self.slots = 0  # positions of every level decided so far: a public count (the schedule)
 
     # -- one tree, level by level
 
@@ -49,11 +51,16 @@ class PassiveStrictState:
                 raise ProtocolError(f"tree {msg.tree} starts out of order")
             if msg.frac_bits.size != 1:
                 raise ProtocolError("the first level of a tree must carry its gradients")
+            if msg.n_train != self.n_train:  # which rows are training rows is this party's to say
+                raise ProtocolError(f"the active party trains on {msg.n_train} rows; this party's training rows "
+                                    f"are {self.n_train}")
             self.tree, self.depth = msg.tree, 0
             self.codec = GradientCodec(int(msg.frac_bits[0]))
             self.g = sm.unpack_fixed(msg.g, self.n_rows)
             self.h = sm.unpack_fixed(msg.h, self.n_rows)
             self.weight = sm.from_bits(msg.weight, self.n_rows, "sample weights")
+            if self.weight[self.n_train:].any():
+                raise ProtocolError("validation rows cannot be in a tree's sample")
             self.positions = np.zeros(self.n_rows, dtype=np.int64)
             hist = position_histograms(self.bins, self.width, self.positions, np.array([0]), self.g, self.h,
                                        self.weight)
@@ -99,6 +106,7 @@ class PassiveStrictState:
             self.records[record] = (int(features[k]), int(split_bins[k]), bool(default_left[k]), self.tree)
             records[k] = record
         self.phase = "decided"
+        self.slots += n
         return sm.StrictPartition(self.tree, self.depth, sm.bits_of(left), records)
 
     def _fresh_id(self) -> int:
@@ -121,12 +129,21 @@ class PassiveStrictState:
             np.array([r[3] for _, r in kept], dtype=np.int32), msg.model_digest)
 
     def snapshot(self) -> bytes:
+        """The records padded to one slot per position decided so far (id 0: empty), so the
+        sealed blob's size says nothing about how many splits this party won."""
         released = self.release(sm.StrictFinish(2**31 - 1, b""))
-        return serde.encode(released)
+        pad = self.slots - released.ids.size
+
+        def padded(array):
+            return np.concatenate([array, np.zeros(pad, dtype=array.dtype)])
+
+        return serde.encode(sm.StrictReleased(padded(released.ids), padded(released.features), padded(released.bins),
+                                              padded(released.default_left), padded(released.trees), b"\0" * 32))
 
     def restore(self, released: sm.StrictReleased, n_trees: int) -> None:
         """Records of a checkpoint, rewound to the trees the resumed run keeps."""
         self.records = {int(i): (int(f), int(b), bool(d), int(t))
                         for i, f, b, d, t in zip(released.ids, released.features, released.bins,
-                                                 released.default_left, released.trees) if t < n_trees}
+                                                 released.default_left, released.trees) if i and t < n_trees}
+        self.slots = released.ids.size
         self.tree = n_trees - 1

@@ -174,10 +174,12 @@ class ObliviousFinder(SplitFinder):
     def _level_frame(self) -> bytes:
         empty = np.empty(0, dtype=np.uint8)
         if self.depth == 0:
-            return serde.encode(sm.StrictLevel(self.tree, 0, np.array([self.codec.frac_bits], dtype=np.int64),
+            return serde.encode(sm.StrictLevel(self.tree, 0, self.n_train,
+                                               np.array([self.codec.frac_bits], dtype=np.int64),
                                                sm.pack_fixed(self.g), sm.pack_fixed(self.h),
                                                sm.bits_of(self.weight), empty, empty))
-        return serde.encode(sm.StrictLevel(self.tree, self.depth, np.empty(0, dtype=np.int64), empty, empty, empty,
+        return serde.encode(sm.StrictLevel(self.tree, self.depth, self.n_train, np.empty(0, dtype=np.int64), empty,
+                                           empty, empty,
                                            pack_codes(self.codes), sm.bits_of(self.parent_split)))
 
     def _score_level(self) -> None:
@@ -366,11 +368,14 @@ class StrictTrainer:
     # -- checkpoints (sealed, opaque to the host)
 
     def _checkpoint_blob(self, state: BoostState) -> bytes:
-        meta = {"ensemble": state.ensemble.to_dict(), "rng_state": state.rng_state, "next_round": state.next_round,
-                "best_value": state.best_value, "best_round": state.best_round,
-                "records": [[i, *r] for i, r in sorted(self.finder.records.items())]}
+        trees = state.ensemble.trees
+        meta = {"ensemble": published_ensemble(state.ensemble), "rng_state": state.rng_state,
+                "next_round": state.next_round, "records": [[i, *r] for i, r in sorted(self.finder.records.items())]}
+        best = np.array([np.nan if state.best_value is None else state.best_value, state.best_round], dtype=np.float64)
         valid = state.valid_margin if state.valid_margin is not None else np.zeros((0, 0))
-        frame = serde.encode(sm.StrictCheckpoint(json.dumps(meta, default=_plain), state.margin, valid))
+        frame = serde.encode(sm.StrictCheckpoint(
+            json.dumps(meta, default=_plain), np.array([g for t in trees for g in t.gain], dtype=np.float64),
+            np.array([n for t in trees for n in t.n_rows], dtype=np.int64), best, state.margin, valid))
         return self.seal(frame, self.session.context + b"strict-active-checkpoint")
 
     def restore(self, blob: bytes) -> int:
@@ -378,9 +383,16 @@ class StrictTrainer:
                           sm.StrictCheckpoint, "the sealed checkpoint")
         meta = json.loads(saved.state)
         ensemble = Ensemble.from_dict(meta["ensemble"])
+        at = 0
+        for tree in ensemble.trees:
+            n = tree.n_nodes
+            tree.gain = [float(g) for g in saved.gains[at:at + n]]
+            tree.n_rows = [int(r) for r in saved.n_rows[at:at + n]]
+            at += n
+        best_value = None if np.isnan(saved.best[0]) else float(saved.best[0])
         self.state = BoostState(ensemble, saved.margin.copy(), meta["rng_state"], int(meta["next_round"]),
-                                saved.valid_margin.copy() if self.load.n_valid else None, meta["best_value"],
-                                int(meta["best_round"]))
+                                saved.valid_margin.copy() if self.load.n_valid else None, best_value,
+                                int(saved.best[1]))
         self.finder.records = {int(i): (int(f), int(b), bool(d), int(t)) for i, f, b, d, t in meta["records"]}
         return len(ensemble.trees)
 
@@ -395,7 +407,10 @@ class StrictTrainer:
         def on_tree(progress: TreeProgress) -> None:
             bridge.publish("progress", progress.tree_index, {
                 "tree_index": progress.tree_index, "round_index": progress.round_index, "output": progress.output,
-                "n_leaves": progress.n_leaves, "seconds": progress.seconds, "valid_metric": progress.valid_metric})
+                "n_leaves": progress.n_leaves, "seconds": progress.seconds,
+                # no validation metric: with validation rows of the host's choosing it would be a prediction
+                # oracle; early stopping happens in here and only its outcome (the model's size) is published
+                "valid_metric": None})
 
         def on_round(state: BoostState) -> None:
             bridge.publish("checkpoint", len(state.ensemble.trees) - 1, {"n_trees": len(state.ensemble.trees)},
