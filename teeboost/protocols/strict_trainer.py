@@ -77,6 +77,10 @@ class Bridge:
 
     # -- ecalls
 
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
     def start(self, job) -> bytes:
         if self._thread is not None:
             raise ProtocolError("training already started")

@@ -66,7 +66,7 @@ def ecall_restore(rt, blob):
 def ecall_train(rt, payload):
     """Start (empty payload, first call) or continue training -> the next ``StrictStep``."""
     trainer = _trainer(rt)
-    if trainer.bridge._thread is None:
+    if not trainer.bridge.started:
         if payload:
             raise ProtocolError("training has not started")
         return trainer.start()
