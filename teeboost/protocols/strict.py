@@ -286,11 +286,7 @@ class StrictPredictPassive(NteePassive):
             raw = self.datasets.get(name)
             if raw is None:
                 raise ProtocolError(f"party {self.index} has no dataset {name!r}")
-            items = self.owner.items()
-            mine = sm.StrictRecordsIn(self.model_digest, np.array([i for i, _ in items], dtype=np.int64),
-                                      np.array([r.feature for _, r in items], dtype=np.int32),
-                                      np.array([r.threshold for _, r in items], dtype=np.float64),
-                                      np.array([r.missing_left for _, r in items], dtype=bool),
+            mine = sm.StrictRecordsIn(self.model_digest, *sm.record_arrays(self.owner),
                                       np.ascontiguousarray(raw, dtype=np.float64))
             record = self.enclave.ecall("predict_records", pack_records({0: msg.record, 1: serde.encode(mine)}))
             return SealedMessage(-1, msg.kind, record)
@@ -306,13 +302,9 @@ def strict_margin(channel, env: ProtocolEnv, ensemble: Ensemble, owner: OwnerTab
     session = dataclasses.replace(env, run_id=f"predict.{secrets.token_hex(16)}")
     enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin, session)
     try:
-        items = owner.items()
         raw = np.ascontiguousarray(raw, dtype=np.float64)
         requests = unpack_records(enclave.ecall("predict_begin", serde.encode(sm.StrictPredictIn(
-            json.dumps(ensemble.to_dict()), raw.shape[0], np.array([i for i, _ in items], dtype=np.int64),
-            np.array([r.feature for _, r in items], dtype=np.int32),
-            np.array([r.threshold for _, r in items], dtype=np.float64),
-            np.array([r.missing_left for _, r in items], dtype=bool), raw))))
+            json.dumps(ensemble.to_dict()), raw.shape[0], *sm.record_arrays(owner), raw))))
         replies = channel.request_all({p: SealedMessage(-1, f"predict:{dataset}", r) for p, r in requests.items()})
         answers = {}
         for party, reply in replies.items():

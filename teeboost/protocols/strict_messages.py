@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.tree import OwnerTable, SplitRecord
 from ..errors import ProtocolError
 from ..transport import serde
 from ..transport.serde import array_field, message
@@ -23,7 +24,8 @@ from ..transport.serde import array_field, message
 __all__ = ["StrictActiveLoad", "StrictPassiveLoad", "StrictLevel", "StrictCandidates", "StrictDecision",
            "StrictPartition", "StrictFinish", "StrictStep", "StrictReplies", "StrictReleased", "StrictPredictIn", "StrictPredictRequest",
            "StrictRecordsIn", "StrictRecordBits", "StrictPredictions", "StrictCheckpoint", "GRADIENT_BYTES", "pack_fixed",
-           "unpack_fixed", "bits_of", "from_bits", "expect", "model_digest"]
+           "unpack_fixed", "bits_of", "from_bits", "expect", "model_digest",
+           "record_arrays", "go_left_by_record"]
 
 #: Fixed-point gradients travel in 7 bytes each: their sum over all rows is below 2**52.
 GRADIENT_BYTES = 7
@@ -42,6 +44,25 @@ def unpack_fixed(data: np.ndarray, count: int) -> np.ndarray:
     full[:, :GRADIENT_BYTES] = data.reshape(count, GRADIENT_BYTES)
     full[:, GRADIENT_BYTES:] = np.where(full[:, GRADIENT_BYTES - 1:GRADIENT_BYTES] >= 128, 255, 0)
     return full.reshape(-1).view("<i8").astype(np.int64)
+
+
+def record_arrays(owner: OwnerTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A party's split records as (ids, features, thresholds, missing left) arrays."""
+    items = owner.items()
+    return (np.array([i for i, _ in items], dtype=np.int64), np.array([r.feature for _, r in items], dtype=np.int32),
+            np.array([r.threshold for _, r in items], dtype=np.float64),
+            np.array([r.missing_left for _, r in items], dtype=bool))
+
+
+def go_left_by_record(ids, features, thresholds, missing_left, raw: np.ndarray) -> dict[int, np.ndarray]:
+    """Record id -> does each row of ``raw`` go left there (the owner table's own rule)."""
+    table = OwnerTable()
+    for i, f, t, left in zip(ids, features, thresholds, missing_left):
+        if not 0 <= int(f) < raw.shape[1]:
+            raise ProtocolError(f"record {int(i)} names feature {int(f)}; the rows have {raw.shape[1]}")
+        table.insert(int(i), SplitRecord(int(f), float(t), bool(left), 0))
+    rows = np.arange(raw.shape[0])
+    return {record: table.go_left(raw, record, rows) for record, _ in table.items()}
 
 
 def bits_of(flags: np.ndarray) -> np.ndarray:

@@ -288,11 +288,10 @@ class ObliviousFinder(SplitFinder):
             split_here |= (self.positions == k) & bool(winner[k] >= 0)
         self.codes = np.where(split_here, np.where(left, CODE_LEFT, CODE_RIGHT), CODE_STOP).astype(np.uint8)
         self.parent_split = winner >= 0
-        packed = np.packbits(left)
         applied = []
         for split, (left_id, right_id) in zip(splits, children):
             k = self.position_of[split.node_id]
-            self.routes[(split.party, int(records[k]))] = packed
+            self.routes[(split.party, int(records[k]))] = left  # one array per level, shared by its splits
             self.position_of[left_id], self.position_of[right_id] = 2 * k, 2 * k + 1
             rows = self._node_rows.rows(split.node_id)
             applied.append(AppliedSplit(int(records[k]), rows[left[rows]]))
@@ -312,10 +311,10 @@ class ObliviousFinder(SplitFinder):
             self._partition([], [])
 
     def went_left(self, party: int, record: int, rows: np.ndarray) -> np.ndarray:
-        packed = self.routes.get((party, record))
-        if packed is None:
+        left = self.routes.get((party, record))
+        if left is None:
             raise ProtocolError(f"no route for record {record} of party {party} in this round")
-        return np.unpackbits(packed, count=self.n_rows).astype(bool)[rows]
+        return left[rows]
 
 
 class RoundOracle(RoutingOracle):
