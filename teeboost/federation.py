@@ -28,6 +28,7 @@ from .core.split import SplitCriteria
 from .data import PartyData, align_parties
 from .errors import CheckpointError, ConfigError, DataError
 from .labels import encode_labels, encode_with_classes
+from .policy import Policy
 from .model_files import ActiveModel, PassiveModel, load_model_dir, save_models
 from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
 from .parties.messages import ResumeFrom, RunNote, SaveCheckpoint
@@ -106,7 +107,7 @@ class FederatedModel:
             protocol = (StrictPredictPassive(model.owner, model.model_digest, envs[model.index], model.index)
                         if self.strict else None)
             party = PassiveParty(model.index, model.name, model.feature_names, model.owner, protocol=protocol,
-                                 protocol_name="strict" if self.strict else None)
+                                 protocol_name="strict" if self.strict else None, max_depth=model.max_depth)
             party.add_dataset("predict", features)
             parties.append(party)
         return parties
@@ -356,12 +357,13 @@ def train_local(
             run.phases[phase] = round(run.phases.get(phase, 0.0) + value, 4)
     passives_models = [PassiveModel(p.index, p.name, p.feature_names, p.owner,
                                     "strict" if spec.trains_in_enclave else "",
-                                    getattr(p.protocol, "model_digest", "")) for p in parties]
+                                    getattr(p.protocol, "model_digest", ""), params.max_depth) for p in parties]
     return FederatedModel(model, passives_models, options if spec.uses_enclaves else None), run
 
 
 def build_passive(index: int, data: PartyData, params: BoostParams, protocol: str, env: ProtocolEnv,
-                  *, valid: PartyData | None = None, checkpoint: Path | None = None) -> PassiveParty:
+                  *, valid: PartyData | None = None, checkpoint: Path | None = None,
+                  policy: Policy | None = None) -> PassiveParty:
     """A passive party ready to train: its own bins, its protocol side, its datasets, and
     where it checkpoints (stamped with a digest of its own data, so a resumed run notices
     changed data)."""
@@ -371,7 +373,7 @@ def build_passive(index: int, data: PartyData, params: BoostParams, protocol: st
                               "features": list(data.feature_names)}, data.features)
     party = PassiveParty(index, data.name, list(data.feature_names), columns.owner, columns=columns,
                          protocol=spec.make_passive(columns, params, env, index), protocol_name=protocol,
-                         checkpoint=checkpoint, fingerprint=fingerprint)
+                         checkpoint=checkpoint, fingerprint=fingerprint, policy=policy, max_depth=params.max_depth)
     party.add_dataset("train", data.features)
     if valid is not None:
         party.add_dataset("valid", valid.features)

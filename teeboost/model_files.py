@@ -47,6 +47,7 @@ class PassiveModel:
     owner: OwnerTable
     protocol: str = ""  # "strict": this party routes only enclave to enclave
     model_digest: str = ""  # strict: hex SHA-256 of the published model its records belong to
+    max_depth: int | None = None  # of the run: routing follows at most this many splits per tree and row
 
 
 def passive_file(index: int) -> str:
@@ -102,6 +103,7 @@ def passive_payload(model: PassiveModel) -> dict[str, Any]:
         "records": model.owner.to_list(),
         **({"protocol": model.protocol} if model.protocol else {}),
         **({"model_digest": model.model_digest} if model.model_digest else {}),
+        **({"max_depth": model.max_depth} if model.max_depth is not None else {}),
     }
 
 
@@ -175,11 +177,19 @@ def load_passive(path: str | Path) -> PassiveModel:
         features = [str(f) for f in data["features"]]
         return PassiveModel(int(data["index"]), str(data["name"]), features,
                             OwnerTable.from_list(data["records"], len(features)), str(data.get("protocol", "")),
-                            str(data.get("model_digest", "")))
+                            str(data.get("model_digest", "")), _max_depth(data.get("max_depth")))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed passive model ({exc})") from None
     except ModelFileError as exc:
         raise ModelFileError(f"{path}: {exc}") from None
+
+
+def _max_depth(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 30:
+        raise ValueError(f"max_depth {value!r} must be a whole number from 1 to 30")
+    return value
 
 
 def load_model_dir(model_dir: str | Path) -> tuple[ActiveModel, list[PassiveModel]]:

@@ -5,13 +5,16 @@ shared rows into training and held-out rows, set every party up, train under the
 protocol (every party checkpointing after every round), score the held-out rows by federated
 prediction, have every party save its own model file. If a passive party goes away it waits
 for it to come back and resumes from the checkpoints; ``resume=True`` does the same after
-the active party itself was restarted. ``run_prediction``: the same connections, then route new rows through the saved
-model, each passive party answering only for its own splits.
+the active party itself was restarted. ``run_prediction``: the same connections, align the
+batch's ids with every passive party by PSI, then route the shared rows through the saved
+model, each passive party answering only for its own splits. Its own ``[policy]`` decides
+which protocols it starts; its audit log records every run, peer and prediction batch.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -20,18 +23,21 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from ..audit import AuditLog
 from ..core.boosting import TreeProgress
+from ..core.loss import make_objective
 from ..checkpoint import active_checkpoint_file, remove_checkpoint
 from ..data import PartyData, read_csv, train_test_rows
-from ..errors import DataError, PeerUnavailable
+from ..errors import DataError, PeerUnavailable, TeeboostError
 from ..federation import train_active
-from ..labels import encode_with_classes
+from ..labels import encode_labels, encode_with_classes
 from ..metrics import evaluate
 from ..model_files import load_active, save_models
 from ..parties.active import FederatedOracle
 from ..protocols.strict import strict_margin
 from ..parties.psi import intersect_as_active
 from ..transport.grpc_transport import GrpcChannel
+from ..transport.tls import peer_certificate_fingerprint
 from .config import PartyConfig, protocol_env
 from .messages import Finish, PredictData, Setup, Shutdown
 
@@ -50,17 +56,43 @@ def connect(config: PartyConfig, connect_timeout: float | None = None) -> GrpcCh
     return channel
 
 
+def peer_fingerprints(config: PartyConfig) -> dict[str, str]:
+    """Each passive party's certificate fingerprint, from a TLS handshake that checks it
+    against the federation CA and the party's name, for the audit log."""
+    if config.insecure:
+        return {p.name: "no certificate (insecure)" for p in config.peers}
+    out = {}
+    for peer in config.peers:
+        try:
+            out[peer.name] = peer_certificate_fingerprint(peer.address, peer.name, config.tls,
+                                                          timeout=config.connect_timeout)
+        except (OSError, TeeboostError) as exc:
+            out[peer.name] = f"unknown ({exc})"
+    return out
+
+
 def run_training(config: PartyConfig, *, transcript: Path | None = None,
                  on_tree: Callable[[TreeProgress], None] | None = None, resume: bool = False) -> dict[str, Any]:
     data = PartyData.from_csv(config.data, id_column=config.id_column, label=config.label, name=config.name,
                               require_label=True)
+    # this party's own policy first: nothing is sent for a run it would not take part in
+    config.policy.check_params(config.name, config.protocol, config.params, _outputs(data, config))
     checkpoint = active_checkpoint_file(config.checkpoint_dir)
     recoveries = 0
+    audit = AuditLog(config.audit_log, config.name)
     channel = connect(config)  # peers absent at the start: fail fast, nothing to recover
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(6)}"
+    audit.write("run", run_id=run_id, protocol=config.protocol, params=config.params.to_dict(),
+                peers={p.name: p.address for p in config.peers}, peer=peer_fingerprints(config), resume=resume,
+                rows={"data": data.n_rows})
     try:
         while True:
             try:
-                return _train_once(config, channel, data, transcript, on_tree, resume)
+                result = _train_once(config, channel, data, transcript, on_tree, resume, run_id, audit)
+                audit.write("trained", run_id=run_id, n_trees=result["n_trees"], metric=result["metric"],
+                            value=result["value"], bytes_total=result["bytes_total"],
+                            queries=result["messages"])
+                return result
             except PeerUnavailable as exc:
                 if recoveries >= config.max_recoveries or config.recover_timeout <= 0:
                     raise
@@ -69,16 +101,37 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
                 print(f"teeboost: {exc}; waiting up to {config.recover_timeout:g} s for it, then "
                       f"{'resuming from the last checkpoint' if resume else 'starting over'} "
                       f"(recovery {recoveries} of {config.max_recoveries})", file=sys.stderr, flush=True)
+                audit.write("recovery", run_id=run_id, detail=str(exc), attempt=recoveries)
                 channel.close()
                 channel = connect(config, config.recover_timeout)
+            except TeeboostError as exc:
+                audit.write("refused", run_id=run_id, rule=_rule_of(exc), detail=str(exc))
+                raise
     finally:
         channel.close()
+        audit.close()
+
+
+def _rule_of(exc: Exception) -> str:
+    """The policy rule a (possibly remote) refusal names, else the error's kind."""
+    text = str(exc)
+    marker = "by its policy ([policy] "
+    if marker in text:
+        return text.split(marker, 1)[1].split(")", 1)[0]
+    return type(exc).__name__
+
+
+def _outputs(data: PartyData, config: PartyConfig) -> int:
+    _, classes, objective = encode_labels(data, config.params.objective)
+    return make_objective(objective, len(classes) if classes else 2).n_outputs
 
 
 def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, transcript: Path | None,
-                on_tree: Callable[[TreeProgress], None] | None, resume: bool) -> dict[str, Any]:
+                on_tree: Callable[[TreeProgress], None] | None, resume: bool, run_id: str,
+                audit: AuditLog) -> dict[str, Any]:
     started = time.perf_counter()
     rows, sizes = intersect_as_active(channel, data.ids)
+    audit.write("aligned", run_id=run_id, purpose="train", ids=data.n_rows, intersection=int(rows.size))
     psi = {"seconds": round(time.perf_counter() - started, 3), "active_ids": int(data.n_rows),
            "passive_ids": {str(k): v for k, v in sizes.items()}, "intersection": int(rows.size),
            "bytes": channel.traffic.total}
@@ -92,7 +145,8 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
     if params.early_stopping_rounds is not None:
         fit, held = train_test_rows(train.size, 0.2, params.random_state + 1)
         train, valid = train[fit], train[held]
-    setup = Setup(config.protocol, json.dumps(params.to_dict()), train, test, valid)
+    setup = Setup(run_id, config.protocol, json.dumps(params.to_dict()), _outputs(aligned, config), train, test,
+                  valid)
     channel.request_all({p: setup for p in channel.parties})
     names = {peer.index: peer.name for peer in config.peers}
     model, run = train_active(aligned.take(train), channel, params, config.protocol, env=protocol_env(config),
@@ -144,30 +198,56 @@ def run_prediction(config: PartyConfig, data_path: Path, output: Path) -> dict[s
     data = PartyData.from_frame(frame[columns], id_column=config.id_column, name=config.name,
                                 source=str(data_path), check_constant=False)
     ids = [str(i) for i in data.ids]
-    if any("\n" in i for i in ids):
-        raise DataError(f"{data_path}: ids may not contain line breaks")
+    if len(set(ids)) != len(ids):
+        raise DataError(f"{data_path}: id column {config.id_column!r} repeats ids; each row needs its own")
+    audit = AuditLog(config.audit_log, config.name)
     channel = connect(config)
     try:
-        channel.request_all({p: PredictData("predict", "\n".join(ids).encode()) for p in channel.parties})
-        margin = _margin(config, channel, model, data.features, "predict")
-        prediction = model.ensemble.loss.predict(margin)
+        shared, _ = intersect_as_active(channel, data.ids, "predict", allow_empty=True)
+        audit.write("align", purpose="predict", ids=len(ids), intersection=int(shared.size),
+                    peer=peer_fingerprints(config))
+        ensemble = model.ensemble
+        width = ensemble.n_outputs if ensemble.objective == "multiclass" else 1
+        prediction = np.full((len(ids), width), np.nan)
+        if shared.size:
+            channel.request_all({p: PredictData("predict") for p in channel.parties})
+            margin = _margin(config, channel, model, data.features[shared], "predict")
+            prediction[shared] = np.asarray(ensemble.loss.predict(margin)).reshape(shared.size, width)
         traffic = channel.traffic.to_dict()
+        audit.write("predict", rows=int(shared.size), unscored=len(ids) - int(shared.size),
+                    bytes_total=traffic["bytes_total"])
+    except TeeboostError as exc:
+        audit.write("refused", rule=_rule_of(exc), detail=str(exc))
+        raise
     finally:
         channel.close()
+        audit.close()
     out = pd.DataFrame({config.id_column: ids})
-    ensemble = model.ensemble
     if ensemble.objective == "binary":
-        out[f"probability_{ensemble.classes[1]}"] = prediction
+        out[f"probability_{ensemble.classes[1]}"] = prediction[:, 0]
+        out["prediction"] = _labels(ensemble.classes, (prediction[:, 0] >= 0.5).astype(int), prediction[:, 0])
     elif ensemble.objective == "multiclass":
         for k, label in enumerate(ensemble.classes):
             out[f"probability_{label}"] = prediction[:, k]
+        best = np.nan_to_num(prediction, nan=-1.0).argmax(axis=1)
+        out["prediction"] = _labels(ensemble.classes, best, prediction[:, 0])
     else:
-        out["prediction"] = prediction
+        out["prediction"] = prediction[:, 0]
+    unscored = len(ids) - int(shared.size)
+    if unscored:
+        print(f"teeboost: {unscored} of {len(ids)} row(s) of {data_path} are not held by every party and were "
+              "left unscored (empty cells)", file=sys.stderr)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".partial")
     out.to_csv(tmp, index=False)
     tmp.replace(output)
-    return {"rows": len(out), "output": str(output), "bytes_total": traffic["bytes_total"], "bytes": traffic["bytes"]}
+    return {"rows": len(out), "scored": int(shared.size), "unscored": unscored, "output": str(output),
+            "bytes_total": traffic["bytes_total"], "bytes": traffic["bytes"]}
+
+
+def _labels(classes: list, index: np.ndarray, probability: np.ndarray) -> list:
+    """Predicted class labels; empty where the row could not be scored."""
+    return [None if np.isnan(p) else classes[i] for i, p in zip(index, probability)]
 
 
 def shutdown_peers(config: PartyConfig, reason: str = "the active party is done") -> None:

@@ -1,7 +1,12 @@
 """``party.toml``: everything one party needs to run on its own host, validated on load.
 
     [party]    name, role ("active"|"passive"), index (passive), listen (passive), data,
-               id_column, label (active), model_dir, checkpoint_dir (default model_dir/checkpoint)
+               id_column, label (active), model_dir, checkpoint_dir (default model_dir/checkpoint),
+               active_party (passive: the certificate name of the only party it serves; "active")
+    [policy]   protocols (default: the TEE protocols only), max_trees, max_depth,
+               min_rows_per_node, max_runs_per_day, max_psi_ids_per_day,
+               max_prediction_rows_per_day (see teeboost/policy.py)
+    [audit]    log (JSON-lines audit log; default audit-<name>.jsonl beside the config)
     [tls]      ca, cert, key   (or insecure = true: plaintext, testing only)
     [[peers]]  name, index, address                       (active)
     [training] protocol, test_size, and any BoostParams field  (active)
@@ -26,6 +31,7 @@ from typing import Any
 
 from ..config import BoostParams, ProtocolOptions
 from ..errors import ConfigError
+from ..policy import Policy
 from ..protocols.enclaves import ProtocolEnv
 from ..tee.identity import PartyIdentity
 from ..tee.simulated import SimulatedPlatform
@@ -65,6 +71,9 @@ class PartyConfig:
     retries: int = 3
     recover_timeout: float = 120.0
     max_recoveries: int = 3
+    policy: Policy = field(default_factory=Policy)
+    audit_log: Path | None = None
+    active_party: str = "active"
 
 
 def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path | None = None):
@@ -141,6 +150,9 @@ def load_config(path: str | Path) -> PartyConfig:
         if config.index < 1:
             raise ConfigError(f"{path}: [party] index = {config.index} must be >= 1")
         config.listen = _get(party, "listen", str, "party", path=path)
+        config.active_party = _get(party, "active_party", str, "party", "active", path=path)
+        if not party_name_ok(config.active_party):
+            raise ConfigError(f"{path}: [party] active_party = {config.active_party!r} is not a party name")
     else:
         config.label = _get(party, "label", str, "party", path=path)
     tls = raw.get("tls", {})
@@ -206,6 +218,11 @@ def load_config(path: str | Path) -> PartyConfig:
         if "collateral" in attestation:
             attestation["collateral"] = str(base / _get(attestation, "collateral", str, "attestation", path=path))
         config.attestation = attestation
+    config.policy = Policy.from_table(raw.get("policy"), str(path))
+    audit = raw.get("audit", {})
+    if not isinstance(audit, dict) or set(audit) - {"log"}:
+        raise ConfigError(f"{path}: [audit] takes one field, log (the audit log file)")
+    config.audit_log = base / _get(audit, "log", str, "audit", f"audit-{name}.jsonl", path=path)
     network = raw.get("network", {})
     config.timeout = _get(network, "timeout", float, "network", 600.0, path=path)
     config.connect_timeout = _get(network, "connect_timeout", float, "network", 30.0, path=path)

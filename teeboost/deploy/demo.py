@@ -65,7 +65,7 @@ def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0
         part = frame.iloc[keep][columns].sample(frac=1.0, random_state=k)
         files[name] = workdir / f"{name}.csv"
         part.to_csv(files[name], index=False)
-    create_federation_certs(workdir / "certs", names)
+    create_federation_certs(workdir / "certs", names, force=True)  # the demo's own directory
     roots, identities = [], []
     for name in names:
         roots.append(SimulatedPlatform.load_or_create(workdir / f"platform-{name}.key").attestation_root.hex())
@@ -84,6 +84,8 @@ def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0
                                "identity": f"identity-{name}.key", "identities": identities,
                                "allow_simulated": True})  # the demo runs on the simulated backend
         text += _table("network", {"timeout": 300, "connect_timeout": 30})
+        # the demo compares every protocol, so it opts into the two that reveal aggregates
+        text += _table("policy", {"protocols": list(PROTOCOLS)})
         if k == 0:
             text += _table("training", {"protocol": "plain", **(training or {})})
         configs[name] = workdir / f"{name}.toml"

@@ -16,8 +16,10 @@ __all__ = ["Setup", "Finish", "PredictData", "Shutdown"]
 class Setup:
     """Train on these positions of the aligned rows; hold the others as named datasets."""
 
+    run_id: str  # names the run in both parties' audit logs
     protocol: str
     params: str  # BoostParams as JSON
+    outputs: int  # trees per round (classes of a multiclass run, else 1)
     train: np.ndarray = array_field("int64", 1)
     test: np.ndarray = array_field("int64", 1)
     valid: np.ndarray = array_field("int64", 1)
@@ -34,11 +36,10 @@ class Finish:
 @message
 @dataclass(frozen=True)
 class PredictData:
-    """Load the rows with these ids from your data as dataset ``dataset`` (for routing).
-    Ids are UTF-8, newline-separated (ids never contain newlines)."""
+    """Hold the rows of the last prediction alignment (PSI, purpose ``predict``) as dataset
+    ``dataset``, for routing. Ids never travel in the clear."""
 
     dataset: str
-    ids: bytes
 
 
 @message

@@ -1,29 +1,32 @@
 """A passive party as its own process: ``teeboost party --config passive.toml``.
 
-It loads its data, serves the active party over gRPC (mutual TLS), aligns ids by PSI, trains
-under whichever protocol the active party sets up (refusing settings its own config forbids),
-saves its own model file, answers routing questions for prediction (loading its saved model
-and the requested rows by id), and stops on ``Shutdown``.
+It serves only the active party its config names (mutual TLS), aligns ids by PSI, trains
+under the protocol the active party sets up if its ``[policy]`` allows it (and with
+parameters the policy allows), saves its own model file, and scores prediction batches
+that were aligned by PSI (re-reading its data file when it changed, so new ids can be scored
+without a restart). Every run, query and refusal goes into its audit log. It stops on
+``Shutdown``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from ..audit import AuditLog
 from ..checkpoint import passive_checkpoint_file, remove_checkpoint
 from ..config import BoostParams
 from ..data import PartyData
-from ..errors import DataError, ProtocolError
+from ..errors import ConfigError, ProtocolError, TeeboostError
 from ..federation import build_passive
 from ..model_files import PassiveModel, load_passive, passive_file, save_models
-from ..parties.messages import Ack
+from ..parties.messages import Ack, RouteRequest
 from ..parties.passive import PassiveParty
 from ..parties.psi import PsiPassive, PsiRequest, PsiResult
+from ..policy import DAY_SECONDS, PolicyRefused
 from ..protocols.enclaves import ProtocolEnv
 from ..protocols.strict import StrictPredictPassive
 from ..transport.grpc_transport import PartyServer
@@ -32,22 +35,69 @@ from .messages import Finish, PredictData, Setup, Shutdown
 
 __all__ = ["PassiveService", "serve_passive"]
 
+_RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
+
 
 class PassiveService:
     def __init__(self, config: PartyConfig) -> None:
         self.config = config
-        self.data = PartyData.from_csv(config.data, id_column=config.id_column, name=config.name)
-        self.psi = PsiPassive(self.data.ids)
+        self.policy = config.policy
+        self.audit = AuditLog(config.audit_log, config.name)
         self.party: PassiveParty | None = None
         self.server: PartyServer | None = None
-        self._positions: dict[str, int] | None = None
+        self.run_id = ""
+        self._source: tuple[int, int] | None = None
+        self._aligned: dict[str, PartyData] = {}
+        self._reload()
+        self.audit.write("start", policy=self.policy.to_dict(), data=str(config.data), rows=self.data.n_rows,
+                         features=list(self.data.feature_names), serves=config.active_party,
+                         tls="INSECURE plaintext" if config.insecure else "mutual TLS")
+
+    @property
+    def peer(self) -> str:
+        return self.server.current_peer if self.server is not None else "in-process"
 
     def env(self) -> ProtocolEnv:
         return protocol_env(self.config)
 
+    def _reload(self) -> None:
+        """(Re)read the data file if it changed since it was last read: new ids can be
+        aligned and scored without a restart. Runs already aligned keep their rows."""
+        try:
+            stat = self.config.data.stat()
+        except FileNotFoundError:
+            raise ConfigError(f"{self.config.data}: party {self.config.name!r}'s data file is gone") from None
+        source = (stat.st_mtime_ns, stat.st_size)
+        if source == self._source:
+            return
+        self.data = PartyData.from_csv(self.config.data, id_column=self.config.id_column, name=self.config.name)
+        self.psi = PsiPassive(self.data.ids)
+        if self._source is not None:
+            self.audit.write("reload", data=str(self.config.data), rows=self.data.n_rows)
+        self._source = source
+
     def handle(self, msg: Any) -> Any:
-        if isinstance(msg, (PsiRequest, PsiResult)):
-            return self.psi.handle(msg)
+        try:
+            reply = self._handle(msg)
+        except TeeboostError as exc:
+            self.audit.write("refused", run_id=self.run_id, peer=self.peer, request=type(msg).__name__,
+                             rule=exc.rule if isinstance(exc, PolicyRefused) else type(exc).__name__,
+                             detail=str(exc))
+            raise
+        if isinstance(msg, RouteRequest):
+            self.audit.write("route", run_id=self.run_id, peer=self.peer, dataset=msg.dataset,
+                             questions=int(msg.records.size), rows=int(msg.offsets[-1]) if msg.offsets.size else 0)
+        return reply
+
+    def _handle(self, msg: Any) -> Any:
+        if isinstance(msg, PsiRequest):
+            return self._align(msg)
+        if isinstance(msg, PsiResult):
+            reply = self.psi.handle(msg)
+            self._aligned[msg.purpose] = self.data.take(self.psi.rows[msg.purpose])
+            self.audit.write("aligned", peer=self.peer, purpose=msg.purpose,
+                             intersection=self._aligned[msg.purpose].n_rows)
+            return reply
         if isinstance(msg, Setup):
             return self._setup(msg)
         if isinstance(msg, Finish):
@@ -56,6 +106,8 @@ class PassiveService:
             return self._predict_data(msg)
         if isinstance(msg, Shutdown):
             print(f"teeboost: party {self.config.name}: shutting down ({msg.reason})", file=sys.stderr)
+            self._close_run("shutdown")
+            self.audit.write("shutdown", peer=self.peer, reason=msg.reason[:200])
             if self.server is not None:
                 self.server.request_stop()
             return Ack()
@@ -63,14 +115,32 @@ class PassiveService:
             raise ProtocolError(f"party {self.config.name!r} has not been set up for training or prediction")
         return self.party.handle(msg)
 
+    def _budget(self, rule: str, asked: int) -> None:
+        if getattr(self.policy, rule) is not None:
+            self.policy.check_budget(self.config.name, rule, self.audit.usage(DAY_SECONDS)[rule], asked)
+
+    def _align(self, msg: PsiRequest) -> Any:
+        self._reload()
+        asked = int(msg.points.shape[0]) if msg.points.ndim == 2 else 0
+        self._budget("max_psi_ids_per_day", asked)
+        reply = self.psi.handle(msg)
+        self.audit.write("align", peer=self.peer, purpose=msg.purpose, ids=asked, own_rows=self.data.n_rows)
+        return reply
+
     def _setup(self, msg: Setup) -> Ack:
-        if self.psi.rows is None:
+        aligned = self._aligned.get("train")
+        if aligned is None:
             raise ProtocolError("training set-up before id alignment")
+        if not _RUN_ID.match(msg.run_id):
+            raise ProtocolError("the run id must be 1-80 letters, digits, '.', '_' or '-'")
         try:
             params = BoostParams(**json.loads(msg.params))
         except (ValueError, TypeError) as exc:
             raise ProtocolError(f"unusable training parameters: {exc}") from None
-        aligned = self.data.take(self.psi.rows)
+        if not 1 <= msg.outputs <= 10_000:
+            raise ProtocolError(f"a run of {msg.outputs} trees per round is out of range")
+        self.policy.check_params(self.config.name, msg.protocol, params, msg.outputs)
+        self._budget("max_runs_per_day", 1)
         for name, positions in (("train", msg.train), ("test", msg.test), ("valid", msg.valid)):
             if positions.size and (positions.min() < 0 or positions.max() >= aligned.n_rows):
                 raise ProtocolError(f"{name} positions outside the {aligned.n_rows} aligned rows")
@@ -78,52 +148,69 @@ class PassiveService:
             raise ProtocolError(f"party {self.config.name!r} requires hardware attestation ([attestation]) and "
                                 f"refuses protocol {msg.protocol!r}, which would not check the active party's "
                                 f"enclave with it (allowed: {', '.join(HARDWARE_CHECKED)})")
-        if self.party is not None:
-            self.party.close()
+        self._close_run("replaced by a new run")
+        self.run_id = msg.run_id
         train = aligned.take(msg.train)
         self.party = build_passive(self.config.index, train, params, msg.protocol, self.env(),
                                    valid=aligned.take(msg.valid) if msg.valid.size else None,
-                                   checkpoint=self._checkpoint_file())
+                                   checkpoint=self._checkpoint_file(), policy=self.policy)
         self.party.add_dataset("test", aligned.features[msg.test])
+        self.audit.write("setup", run_id=self.run_id, peer=self.peer, protocol=msg.protocol,
+                         params=params.to_dict(), outputs=int(msg.outputs),
+                         rows={"train": int(msg.train.size), "test": int(msg.test.size), "valid": int(msg.valid.size)})
         return Ack()
 
-    def _finish(self) -> Ack:
+    def _close_run(self, why: str) -> None:
+        """Account for the queries of the party being replaced, then release it."""
         if self.party is None:
+            return
+        self.audit.write("queries", run_id=self.run_id, queries=dict(self.party.queries), note=why)
+        self.party.close()
+        self.party = None
+
+    def _finish(self) -> Ack:
+        if self.party is None or self.party.columns is None:
             raise ProtocolError("nothing was trained")
         model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner,
                              "strict" if self.party.protocol_name == "strict" else "",
-                             getattr(self.party.protocol, "model_digest", ""))
+                             getattr(self.party.protocol, "model_digest", ""), self.party.max_depth)
         save_models(self.config.model_dir, None, [model])
         remove_checkpoint(self._checkpoint_file())
+        self.audit.write("finish", run_id=self.run_id, peer=self.peer, records=len(self.party.owner),
+                         queries=dict(self.party.queries))
+        self.party.queries.clear()
         return Ack()
 
     def _checkpoint_file(self) -> Path:
         return passive_checkpoint_file(self.config.checkpoint_dir, self.config.index)
 
     def _predict_data(self, msg: PredictData) -> Ack:
+        batch = self._aligned.pop("predict", None)
+        if batch is None:
+            raise ProtocolError("a prediction batch must be aligned by PSI (purpose 'predict') first")
+        self._budget("max_prediction_rows_per_day", batch.n_rows)
         if self.party is None:
             model = load_passive(self.config.model_dir / passive_file(self.config.index))
             strict = model.protocol == "strict"  # routing only between enclaves
             self.party = PassiveParty(model.index, model.name, model.feature_names, model.owner,
                                       protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
                                                                     model.index) if strict else None,
-                                      protocol_name="strict" if strict else None)
-        if self._positions is None:
-            self._positions = {i: n for n, i in enumerate(self.data.ids)}
-        ids = msg.ids.decode("utf-8").split("\n") if msg.ids else []
-        missing = [i for i in ids if i not in self._positions]
+                                      protocol_name="strict" if strict else None, policy=self.policy,
+                                      max_depth=model.max_depth)
+            self.run_id = f"model:{model.model_digest[:16] or 'saved'}"
+        position = {n: j for j, n in enumerate(batch.feature_names)}
+        missing = [n for n in self.party.feature_names if n not in position]
         if missing:
-            raise DataError(f"{self.config.data}: {len(missing)} id(s) to predict are not in this party's data "
-                            f"(e.g. {missing[0]!r})")
-        rows = np.array([self._positions[i] for i in ids], dtype=np.int64)
-        position = {n: j for j, n in enumerate(self.data.feature_names)}
+            raise ConfigError(f"{self.config.data}: the model uses column(s) {', '.join(map(repr, missing))}, "
+                              "which this party's data no longer has")
         columns = [position[n] for n in self.party.feature_names]
-        self.party.add_dataset(msg.dataset, self.data.features[rows][:, columns])
+        self.party.add_dataset(msg.dataset, batch.features[:, columns])
+        self.audit.write("predict", run_id=self.run_id, peer=self.peer, dataset=msg.dataset, rows=batch.n_rows)
         return Ack()
 
     def close(self) -> None:
-        if self.party is not None:
-            self.party.close()
+        self._close_run("party stopped")
+        self.audit.close()
 
 
 #: Protocols in which this passive party verifies the active enclave's quote with its
@@ -134,13 +221,15 @@ HARDWARE_CHECKED = ("onetee",)
 def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> None:
     service = PassiveService(config)
     server = PartyServer(service.handle, name=config.name, listen=config.listen, tls=config.tls,
-                         insecure=config.insecure, max_message_bytes=config.max_message_bytes)
+                         insecure=config.insecure, client_name=config.active_party,
+                         max_message_bytes=config.max_message_bytes)
     service.server = server
     server.start()
     host = config.listen.rsplit(":", 1)[0]
     address = f"{host}:{server.port}"
     print(f"teeboost: party {config.name} (passive {config.index}) listening on {address} "
-          f"({'INSECURE plaintext' if config.insecure else 'mutual TLS'})", file=sys.stderr, flush=True)
+          f"({'INSECURE plaintext' if config.insecure else 'mutual TLS'}; serves {config.active_party!r}; "
+          f"protocols {', '.join(config.policy.protocols)}; audit log {config.audit_log})", file=sys.stderr, flush=True)
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(address)

@@ -2,11 +2,16 @@
 
 It serves four kinds of request: the handshake, its protocol's split-finding messages,
 routing questions for its own split records (training, validation, prediction), and saving or
-resuming from its own checkpoint.
+resuming from its own checkpoint. Its ``Policy`` bounds what these reveal: the protocol, how
+many split records a run may create per tree, how small a partition may be, and how many of
+its records one row may be routed through per tree (no more than a path of ``max_depth``
+crosses), so routing is not an oracle on arbitrary thresholds. ``queries`` counts what was
+served, for the audit log.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +21,7 @@ from ..checkpoint import PassiveCheckpoint
 from ..core.columns import PartyColumns
 from ..core.tree import OwnerTable
 from ..errors import CheckpointError, ProtocolError
+from ..policy import ALL_PROTOCOLS, Policy, PolicyRefused
 from ..protocols.partition import decode_row_sets
 from .messages import Ack, DiscardTrees, Hello, HelloReply, ResumeFrom, RouteReply, RouteRequest, SaveCheckpoint
 
@@ -37,6 +43,8 @@ class PassiveParty:
         protocol_name: str | None = None,
         checkpoint: Path | None = None,
         fingerprint: str = "",
+        policy: Policy | None = None,
+        max_depth: int | None = None,
     ) -> None:
         self.index = index
         self.name = name
@@ -47,8 +55,15 @@ class PassiveParty:
         self.protocol_name = protocol_name
         self.checkpoint = checkpoint
         self.fingerprint = fingerprint
+        self.policy = policy or Policy(protocols=ALL_PROTOCOLS)  # in one process: one operator, no limits
+        # a row's path crosses at most max_depth splits of one tree: the run's, else the policy's
+        self.max_depth = max_depth if max_depth is not None else self.policy.max_depth
+        self.queries: Counter[str] = Counter()
         self._datasets: dict[str, np.ndarray] = {}
+        self._visits: dict[str, dict[int, np.ndarray]] = {}  # dataset -> tree -> records asked per row
         self._handled = tuple(getattr(protocol, "handles", ()))
+        if hasattr(protocol, "bind_policy"):  # partitions and enclave criteria are checked where they arise
+            protocol.bind_policy(self.name, self.policy)
 
     def add_dataset(self, name: str, raw: np.ndarray) -> None:
         """Raw feature values (rows aligned with the active party's) for routing questions."""
@@ -56,6 +71,7 @@ class PassiveParty:
         if raw.ndim != 2 or raw.shape[1] != len(self.feature_names):
             raise ValueError(f"dataset {name!r} must have {len(self.feature_names)} columns")
         self._datasets[name] = raw
+        self._visits.pop(name, None)
         hook = getattr(self.protocol, "add_dataset", None)  # strict mode routes validation rows in enclaves
         if hook is not None:
             hook(name, raw)
@@ -67,6 +83,7 @@ class PassiveParty:
             close()
 
     def handle(self, msg: Any) -> Any:
+        self.queries[type(msg).__name__] += 1
         if isinstance(msg, Hello):
             return self._hello(msg)
         if isinstance(msg, RouteRequest):
@@ -81,12 +98,19 @@ class PassiveParty:
         if isinstance(msg, ResumeFrom):
             return self._resume(msg)
         if self._handled and isinstance(msg, self._handled):
-            return self.protocol.handle(msg)
+            reply = self.protocol.handle(msg)
+            self._check_records()  # before the reply (and the partition in it) leaves
+            return reply
         raise ProtocolError(f"party {self.name!r} does not serve {type(msg).__name__} messages")
+
+    def _check_records(self) -> None:
+        per_tree: Counter[int] = Counter(record.tree for _, record in self.owner.items())
+        self.policy.check_records(self.name, dict(per_tree))
 
     def _hello(self, msg: Hello) -> HelloReply:
         if self.columns is None:
             raise ProtocolError(f"party {self.name!r} holds no training data")
+        self.policy.check_protocol(self.name, msg.protocol)
         if msg.protocol != self.protocol_name:
             raise ProtocolError(f"party {self.name!r} runs protocol {self.protocol_name!r}, not {msg.protocol!r}")
         if msg.party_index != self.index:
@@ -147,6 +171,25 @@ class PassiveParty:
             raise ProtocolError(f"routing question about {msg.n_rows} rows of {msg.dataset!r}; "
                                 f"party {self.name!r} holds {raw.shape[0]}")
         groups = decode_row_sets(msg.encodings, msg.offsets, msg.payload, raw.shape[0], "routing question")
+        for record, rows in zip(msg.records, groups):
+            self._count_visits(msg.dataset, int(record), rows)
         answers = [self.owner.go_left(raw, int(r), rows) for r, rows in zip(msg.records, groups)]
+        self.queries["routed rows"] += int(sum(rows.size for rows in groups))
         flat = np.concatenate(answers) if answers else np.empty(0, dtype=bool)
         return RouteReply(int(flat.size), np.packbits(flat))
+
+    def _count_visits(self, dataset: str, record_id: int, rows: np.ndarray) -> None:
+        """Refuse to route a row through more of this party's records in one tree than a
+        path of ``max_depth`` splits crosses (only records this party created are known)."""
+        tree = self.owner.get(record_id).tree  # unknown record ids are refused here
+        if self.max_depth is None:
+            return
+        per_tree = self._visits.setdefault(dataset, {})
+        counts = per_tree.get(tree)
+        if counts is None:
+            counts = per_tree[tree] = np.zeros(self._datasets[dataset].shape[0], dtype=np.uint8)
+        np.add.at(counts, rows, 1)
+        if rows.size and int(counts[rows].max()) > self.max_depth:
+            raise PolicyRefused(self.name, "max_depth", f"a row of dataset {dataset!r} was asked about more "
+                                f"splits of tree {tree} than a path of depth {self.max_depth} crosses; routing "
+                                "answers only follow a row's path")

@@ -2,13 +2,17 @@
 
 Active party (ids X, scalar a) with each passive party (ids Y, scalar b):
 1. active -> passive: aH(x) for every x, in the active party's row order;
-2. passive -> active: b(aH(x)) in the same order, and bH(y) for its ids in a random order;
+2. passive -> active: b(aH(x)) in the same order, and bH(y) for its ids sorted by their
+   blinded value (an order that depends on b and the ids, never on its file's row order);
 3. active: a(bH(y)) and b(aH(x)) are equal exactly for shared ids. After running this with
    every passive party, the intersection is the active rows shared by all; the active party
    sends each passive party, in that row order, the positions of those ids in its shuffled
    list, so both sides end with the same rows in the same order.
 The active party learns which of its ids every party holds and the size of each passive
 set; a passive party learns the final intersection and the size of the active set.
+
+Alignment runs for a purpose: ``train`` (the rows of a training run) or ``predict`` (a batch
+of rows to score); each purpose keeps its own result, so scoring never disturbs a run.
 """
 
 from __future__ import annotations
@@ -23,12 +27,16 @@ from ..transport.base import Channel
 from ..transport.serde import array_field, message
 from .messages import Ack
 
-__all__ = ["PsiRequest", "PsiReply", "PsiResult", "PsiPassive", "intersect_as_active"]
+__all__ = ["PsiRequest", "PsiReply", "PsiResult", "PsiPassive", "intersect_as_active", "PURPOSES"]
+
+
+PURPOSES = ("train", "predict")
 
 
 @message
 @dataclass(frozen=True)
 class PsiRequest:
+    purpose: str
     points: np.ndarray = array_field("uint8", 2)
 
 
@@ -42,45 +50,63 @@ class PsiReply:
 @message
 @dataclass(frozen=True)
 class PsiResult:
-    """Positions, in the passive party's shuffled list, of the intersection in row order."""
+    """Positions, in the passive party's sorted list, of the intersection in row order."""
 
+    purpose: str
     positions: np.ndarray = array_field("int64", 1)
 
 
 class PsiPassive:
-    """Passive side; ``rows`` is set once the result arrives (its rows in the agreed order)."""
+    """Passive side; ``rows[purpose]`` is set once that purpose's result arrives (its rows in
+    the agreed order). Hashed ids are kept (they depend only on the ids); every exchange
+    blinds them with a fresh scalar."""
 
     def __init__(self, ids: np.ndarray) -> None:
         self.ids = [str(i) for i in ids]
-        self.rows: np.ndarray | None = None
-        self._order: np.ndarray | None = None
+        self.rows: dict[str, np.ndarray] = {}
+        self._order: dict[str, np.ndarray] = {}
+        self._hashed: np.ndarray | None = None
 
     def handle(self, msg):
         if isinstance(msg, PsiRequest):
+            purpose = _purpose(msg.purpose)
             if msg.points.ndim != 2 or msg.points.shape[1] != POINT_BYTES:
                 raise ProtocolError("malformed PSI request")
+            if self._hashed is None:
+                self._hashed = hash_ids(self.ids)
             scalar = new_scalar()
-            self._order = np.random.default_rng(int.from_bytes(new_scalar()[:8], "big")).permutation(len(self.ids))
-            theirs = blind(hash_ids([self.ids[i] for i in self._order]), scalar)
-            return PsiReply(blind(msg.points, scalar), theirs)
+            mine = blind(self._hashed, scalar)
+            order = np.lexsort(mine.T[::-1])  # sorted by blinded value: reveals nothing of the file's order
+            self._order[purpose] = order
+            self.rows.pop(purpose, None)
+            return PsiReply(blind(msg.points, scalar), mine[order])
         if isinstance(msg, PsiResult):
-            if self._order is None:
-                raise ProtocolError("PSI result before the PSI exchange")
+            purpose = _purpose(msg.purpose)
+            order = self._order.pop(purpose, None)
+            if order is None:
+                raise ProtocolError(f"PSI result ({purpose}) before the PSI exchange")
             positions = msg.positions
-            if positions.size and (positions.min() < 0 or positions.max() >= self._order.size
+            if positions.size and (positions.min() < 0 or positions.max() >= order.size
                                    or np.unique(positions).size != positions.size):
                 raise ProtocolError("PSI result names positions outside the exchanged set")
-            self.rows = self._order[positions]
+            self.rows[purpose] = order[positions]
             return Ack()
         raise ProtocolError(f"unexpected {type(msg).__name__} during alignment")
 
 
-def intersect_as_active(channel: Channel, ids: np.ndarray) -> tuple[np.ndarray, dict[int, int]]:
+def _purpose(purpose: str) -> str:
+    if purpose not in PURPOSES:
+        raise ProtocolError(f"alignment purpose {purpose!r} is neither 'train' nor 'predict'")
+    return purpose
+
+
+def intersect_as_active(channel: Channel, ids: np.ndarray, purpose: str = "train", *,
+                        allow_empty: bool = False) -> tuple[np.ndarray, dict[int, int]]:
     """Run PSI with every passive party; returns the active party's rows of the intersection
     (in its own order) and each passive party's set size. Sends every party its PsiResult."""
     scalar = new_scalar()
     mine = blind(hash_ids([str(i) for i in ids]), scalar)
-    replies = channel.request_all({p: PsiRequest(mine) for p in channel.parties})
+    replies = channel.request_all({p: PsiRequest(purpose, mine) for p in channel.parties})
     shared = np.ones(len(ids), dtype=bool)
     lookups: dict[int, dict[bytes, int]] = {}
     doubles: dict[int, np.ndarray] = {}
@@ -94,10 +120,10 @@ def intersect_as_active(channel: Channel, ids: np.ndarray) -> tuple[np.ndarray, 
         doubles[party] = reply.double_blinded
         shared &= np.array([doubles[party][i].tobytes() in lookups[party] for i in range(len(ids))], dtype=bool)
     rows = np.flatnonzero(shared)
-    if rows.size == 0:
+    if rows.size == 0 and not allow_empty:
         raise DataError("the parties share no ids: nothing to train on")
     channel.request_all({
-        party: PsiResult(np.array([lookups[party][doubles[party][i].tobytes()] for i in rows], dtype=np.int64))
+        party: PsiResult(purpose, np.array([lookups[party][doubles[party][i].tobytes()] for i in rows], dtype=np.int64))
         for party in channel.parties
     })
     return rows, sizes

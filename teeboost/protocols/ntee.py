@@ -24,6 +24,7 @@ from ..core.split import SplitCriteria, best_splits, left_sums
 from ..core.tree import SplitRecord
 from ..errors import ProtocolError
 from ..parties.messages import Ack
+from ..policy import ALL_PROTOCOLS, Policy
 from ..tee.channel import party_statement
 from ..transport import serde
 from ..transport.serde import array_field, message
@@ -176,11 +177,18 @@ class NteePassive:
                                           label=f"passive-{index}")
         self._tree = -1
         self._run_id: str | None = None
+        self._party, self._policy = f"passive-{index}", Policy(protocols=ALL_PROTOCOLS)
+
+    def bind_policy(self, party: str, policy: Policy) -> None:
+        """This party's enclave scores and partitions by the criteria the run binds: they must
+        keep every child at least the policy's k rows."""
+        self._party, self._policy = party, policy
 
     def _start(self, msg: EnclaveHello) -> None:
         check_party_keys(self.env, msg.party_keys, "the active party")
         if len(msg.criteria) != 4:
             raise ProtocolError("the enclave hello must name four split criteria")
+        self._policy.check_leaf_floor(self._party, int(msg.criteria[2]))
         self._run_id = msg.run_id
         self._criteria = SplitCriteria(float(msg.criteria[0]), float(msg.criteria[1]), int(msg.criteria[2]),
                                        float(msg.criteria[3]))  # the active party's: its enclave binds them

@@ -208,6 +208,7 @@ class OneTeePassive(PassiveScoring):
             self._bins_once = msg.send_bins
             if len(msg.criteria) != 4:
                 raise ProtocolError("the channel open must name four split criteria")
+            self._policy.check_leaf_floor(self._party, int(msg.criteria[2]))
             self._context = em.run_context("onetee", msg.run_id, msg.max_bin, msg.aes_bits, msg.party_keys,
                                            tuple(msg.criteria))
             self._initiator = ChannelInitiator(verifier=self._verifier, aes_bits=self._aes_bits, context=self._context)

@@ -24,6 +24,7 @@ from ..core.histogram import CHANNELS
 from ..core.nodes import NodeRows
 from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best
 from ..errors import ProtocolError
+from ..policy import ALL_PROTOCOLS, Policy
 from ..parties.messages import HistogramNote
 from ..transport.base import Channel
 from .partition import (
@@ -231,6 +232,11 @@ class PassiveScoring(ABC):
         self.columns = columns
         self._tree = -1
         self._node_rows: NodeRows | None = None
+        self._party, self._policy = "this party", Policy(protocols=ALL_PROTOCOLS)
+
+    def bind_policy(self, party: str, policy: Policy) -> None:
+        """Partitions this party computes are checked against its policy before they leave."""
+        self._party, self._policy = party, policy
 
     @abstractmethod
     def _begin_tree(self, msg: Any) -> Any:
@@ -274,6 +280,7 @@ class PassiveScoring(ABC):
                 raise ProtocolError(f"split request names bin {bin_}, not a split point of feature {feature}")
             rows = self._node_rows.rows(int(node))
             record, left = self.columns.apply(rows, int(feature), int(bin_), bool(default_left), self._tree)
+            self._policy.check_partition(self._party, rows.size, left.size)
             self._node_rows.split(int(node), int(left_id), int(right_id), left)
             records.append(record)
             parents.append(rows)

@@ -206,6 +206,7 @@ class StrictPassive(NteePassive):
         binned = train if valid is None else np.concatenate([train, valid.T.astype(np.uint16)], axis=1)
         self.enclave.ecall("columns", serde.encode(sm.StrictPassiveLoad(
             self.columns.n_rows, 0 if valid is None else valid.shape[0],
+            self._policy.max_trees or 0, self._policy.max_depth or 0,
             self.columns.bins.n_value_bins.astype(np.int64), binned)))
         self._loaded = True
         if self._restore is not None:

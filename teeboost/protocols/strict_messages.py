@@ -98,10 +98,13 @@ class StrictActiveLoad:
 @message
 @dataclass(frozen=True)
 class StrictPassiveLoad:
-    """Passive host -> its enclave, once: its binned training rows then validation rows."""
+    """Passive host -> its enclave, once: its binned training rows then validation rows, and
+    its policy's limits on the model (0: none), which the enclave enforces level by level."""
 
     n_train: int
     n_valid: int
+    max_trees: int
+    max_depth: int
     n_value_bins: np.ndarray = array_field("int64", 1)
     binned: np.ndarray = array_field("uint16", 2)
 

@@ -38,6 +38,9 @@ class PassiveStrictState:
         self.criteria = criteria
         self.records: dict[int, tuple[int, int, bool, int]] = {}  # id -> feature, bin, default left, tree
         self.n_train = load.n_train
+        if load.max_trees < 0 or load.max_depth < 0:
+            raise ProtocolError("model limits must be >= 0")
+        self.max_trees, self.max_depth = int(load.max_trees), int(load.max_depth)
         self.tree = -1
         self.depth = -1
         self.phase = "idle"
@@ -54,6 +57,9 @@ class PassiveStrictState:
             if msg.n_train != self.n_train:  # which rows are training rows is this party's to say
                 raise ProtocolError(f"the active party trains on {msg.n_train} rows; this party's training rows "
                                     f"are {self.n_train}")
+            if self.max_trees and msg.tree >= self.max_trees:
+                raise ProtocolError(f"this party's policy ([policy] max_trees) allows {self.max_trees} trees; "
+                                    f"the run starts tree {msg.tree} (trees count from 0)")
             self.tree, self.depth = msg.tree, 0
             self.codec = GradientCodec(int(msg.frac_bits[0]))
             self.g = sm.unpack_fixed(msg.g, self.n_rows)
@@ -67,6 +73,9 @@ class PassiveStrictState:
         else:
             if msg.tree != self.tree or msg.depth != self.depth + 1 or self.phase != "decided":
                 raise ProtocolError(f"level {msg.depth} of tree {msg.tree} out of order")
+            if self.max_depth and msg.depth >= self.max_depth:
+                raise ProtocolError(f"this party's policy ([policy] max_depth) allows depth {self.max_depth}; "
+                                    f"the run grows level {msg.depth + 1}")
             self.depth = msg.depth
             codes = unpack_codes(msg.codes, self.n_rows)
             split = sm.from_bits(msg.parent_split, 2 ** (msg.depth - 1), "parent splits")

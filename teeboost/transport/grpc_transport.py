@@ -29,7 +29,7 @@ import grpc
 from ..errors import ConfigError, PeerUnavailable, ProtocolError
 from .base import Channel, answer_frame
 from .proto.envelope_pb2 import Envelope
-from .tls import TlsFiles
+from .tls import TlsFiles, certificate_fingerprint
 
 __all__ = ["Peer", "GrpcChannel", "PartyServer", "DEFAULT_MAX_MESSAGE_BYTES"]
 
@@ -188,6 +188,7 @@ class PartyServer:
         self.client_name = client_name
         self.insecure = insecure
         self._handler = handler
+        self.current_peer = ""  # certificate fingerprint of the client whose request is being handled
         self._lock = threading.Lock()
         self._last: dict[bytes, tuple[int, bytes, bytes]] = {}  # session -> (sequence, digest, reply)
         self._stopped = threading.Event()
@@ -206,10 +207,14 @@ class PartyServer:
             raise ConfigError(f"party {name!r} cannot listen on {listen!r}")
 
     def _exchange(self, request: Envelope, context: grpc.ServicerContext) -> Envelope:
+        peer = "no certificate (insecure)"
         if not self.insecure:
-            names = context.auth_context().get("x509_common_name", [])
+            auth = context.auth_context()
+            names = auth.get("x509_common_name", [])
             if [n.decode() for n in names] != [self.client_name]:
                 context.abort(grpc.StatusCode.PERMISSION_DENIED, f"only {self.client_name!r} may call {self.name!r}")
+            certs = auth.get("x509_pem_cert", [])
+            peer = certificate_fingerprint(certs[0]) if certs else "unknown certificate"
         if request.version != _VERSION or request.sender != self.client_name:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "unexpected sender or envelope version")
         digest = hashlib.sha256(request.frame).digest()
@@ -223,6 +228,7 @@ class PartyServer:
             elif last is not None and request.sequence != last[0] + 1:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "replayed or out-of-order request")
             else:
+                self.current_peer = peer
                 reply = answer_frame(self._handler, request.frame)
                 self._last[request.session] = (request.sequence, digest, reply)
         return Envelope(version=_VERSION, sender=self.name, sequence=request.sequence, frame=reply,

@@ -290,13 +290,14 @@ def test_a_party_requiring_hardware_attestation_refuses_protocols_that_skip_it(t
     config = tmp_path / "passive.toml"
     config.write_text('[party]\nname = "telco"\nrole = "passive"\nindex = 1\nlisten = "127.0.0.1:0"\n'
                       'data = "x.csv"\nid_column = "id"\n[tls]\ninsecure = true\n[attestation]\n'
-                      f'collateral = "collateral.json"\nmrenclave = ["{MRENCLAVE.hex()}"]\n')
+                      f'collateral = "collateral.json"\nmrenclave = ["{MRENCLAVE.hex()}"]\n'
+                      '[policy]\nprotocols = ["plain", "secureboost", "ntee", "onetee", "strict"]\n')
     service = PassiveService(load_config(config))
-    service.psi.rows = np.arange(20)
+    service._aligned["train"] = service.data
     for protocol in ("plain", "secureboost", "ntee"):
         with pytest.raises(ProtocolError, match=f"refuses protocol '{protocol}'"):
-            service.handle(Setup(protocol, json.dumps(BoostParams().to_dict()), np.arange(15), np.arange(15, 20),
-                                 np.empty(0, dtype=np.int64)))
+            service.handle(Setup("run-1", protocol, json.dumps(BoostParams().to_dict()), 1, np.arange(15),
+                                 np.arange(15, 20), np.empty(0, dtype=np.int64)))
     config.write_text(config.read_text().replace('mrenclave = [', 'mrenclav = ['))
     with pytest.raises(ConfigError, match="unknown field"):  # a misspelt policy fails at load, not mid-run
         load_config(config)

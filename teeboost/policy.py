@@ -1,0 +1,150 @@
+"""What a party agrees to serve: the ``[policy]`` section of its config.
+
+A passive party's columns are its own; the active party only asks. Every request that could
+reveal more than the party agreed to is checked here, at the party, against rules its own
+operator wrote: which protocols may run (the TEE protocols unless plain or SecureBoost are
+opted into, since both reveal per-bin or per-row aggregates of this party's data to the
+active party), how large a model may grow, how small a partition of rows it reveals may be
+(k-anonymity of partitions), and how much alignment and prediction it serves per day
+(budgets, counted from the audit log so a restart does not reset them).
+
+A refusal is a ``PolicyRefused`` naming the party and the rule; the active party's error
+carries the same text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .errors import ConfigError, ProtocolError
+
+__all__ = ["Policy", "PolicyRefused", "TEE_PROTOCOLS", "ALL_PROTOCOLS", "DAY_SECONDS"]
+
+TEE_PROTOCOLS = ("ntee", "onetee", "strict")
+ALL_PROTOCOLS = ("plain", "secureboost", *TEE_PROTOCOLS)
+DAY_SECONDS = 86_400.0
+
+# what each opt-in protocol reveals, for the refusal message
+_REVEALS = {
+    "plain": "this party's per-bin gradient histograms and every partition, and sends the labels' gradients "
+             "in the clear",
+    "secureboost": "every per-bin gradient sum of this party's features to the active party (which decrypts them)",
+}
+
+
+class PolicyRefused(ProtocolError):
+    """A request outside what the party's ``[policy]`` allows."""
+
+    def __init__(self, party: str, rule: str, detail: str) -> None:
+        super().__init__(f"party {party!r} refuses by its policy ([policy] {rule}): {detail}")
+        self.party = party
+        self.rule = rule
+
+
+def _positive(name: str, value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: [policy] {name} = {value!r} must be a whole number >= 1")
+    return value
+
+
+@dataclass(frozen=True)
+class Policy:
+    protocols: tuple[str, ...] = TEE_PROTOCOLS
+    max_trees: int | None = None  # trees of one run (every output counted)
+    max_depth: int | None = None
+    min_rows_per_node: int = 1  # k: both sides of every partition this party reveals or scores
+    max_runs_per_day: int | None = None  # training runs set up in any 24 h
+    max_psi_ids_per_day: int | None = None  # ids the active party submits to alignment in any 24 h
+    max_prediction_rows_per_day: int | None = None  # rows scored in any 24 h
+
+    @classmethod
+    def from_table(cls, table: Any, where: str = "config") -> "Policy":
+        if table is None:
+            return cls()
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: [policy] must be a table")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ConfigError(f"{where}: [policy] has unknown field(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(sorted(known))})")
+        protocols = table.get("protocols", list(TEE_PROTOCOLS))
+        if not isinstance(protocols, list) or not protocols or not all(isinstance(p, str) for p in protocols):
+            raise ConfigError(f"{where}: [policy] protocols must be a non-empty list of protocol names")
+        bad = [p for p in protocols if p not in ALL_PROTOCOLS]
+        if bad:
+            raise ConfigError(f"{where}: [policy] protocols names unknown protocol(s) {', '.join(map(repr, bad))} "
+                              f"(known: {', '.join(ALL_PROTOCOLS)})")
+        k = table.get("min_rows_per_node", 1)
+        _positive("min_rows_per_node", k, where)
+        return cls(tuple(dict.fromkeys(protocols)),
+                   *(_positive(name, table.get(name), where) for name in
+                     ("max_trees", "max_depth")),
+                   k,
+                   *(_positive(name, table.get(name), where) for name in
+                     ("max_runs_per_day", "max_psi_ids_per_day", "max_prediction_rows_per_day")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+
+    # -- checks; ``party`` names this party in the refusal
+
+    def check_protocol(self, party: str, protocol: str) -> None:
+        if protocol not in self.protocols:
+            reason = f" ({protocol} reveals {_REVEALS[protocol]})" if protocol in _REVEALS else ""
+            raise PolicyRefused(party, "protocols", f"protocol {protocol!r} is not allowed{reason}; allowed: "
+                                f"{', '.join(self.protocols)}. Its operator may opt in by adding it to "
+                                "[policy] protocols")
+
+    def check_params(self, party: str, protocol: str, params, outputs: int = 1) -> None:
+        """A run's parameters (``BoostParams``; ``outputs`` trees per round, one per class in
+        multiclass runs) before anything of this party's is touched."""
+        self.check_protocol(party, protocol)
+        trees = params.n_trees * max(1, outputs)
+        if self.max_trees is not None and trees > self.max_trees:
+            each = f" ({params.n_trees} rounds of {outputs})" if outputs > 1 else ""
+            raise PolicyRefused(party, "max_trees", f"the run asks for {trees} trees{each}; "
+                                f"at most {self.max_trees}")
+        if self.max_depth is not None and params.max_depth > self.max_depth:
+            raise PolicyRefused(party, "max_depth", f"the run asks for depth {params.max_depth}; "
+                                f"at most {self.max_depth}")
+        self.check_leaf_floor(party, params.min_samples_leaf)
+
+    def check_leaf_floor(self, party: str, min_samples_leaf: int) -> None:
+        """Split criteria an enclave will enforce must keep every child at least k rows."""
+        if int(min_samples_leaf) < self.min_rows_per_node:
+            raise PolicyRefused(party, "min_rows_per_node", f"the run allows nodes of {int(min_samples_leaf)} "
+                                f"row(s) (min_samples_leaf); this party requires at least {self.min_rows_per_node}")
+
+    def check_partition(self, party: str, node_rows: int, left_rows: int) -> None:
+        """A partition about to leave this party: both sides at least k rows."""
+        smaller = min(left_rows, node_rows - left_rows)
+        if smaller < self.min_rows_per_node:
+            raise PolicyRefused(party, "min_rows_per_node", f"a split of a node of {node_rows} rows would put "
+                                f"{smaller} row(s) on one side; this party reveals partitions of at least "
+                                f"{self.min_rows_per_node} rows only")
+
+    def check_records(self, party: str, records_per_tree: dict[int, int]) -> None:
+        """This party's split records, by tree: no tree beyond ``max_trees`` and no more
+        records in one tree than a tree of ``max_depth`` has internal nodes."""
+        if not records_per_tree:
+            return
+        last = max(records_per_tree)
+        if self.max_trees is not None and last >= self.max_trees:
+            raise PolicyRefused(party, "max_trees", f"a split in tree {last} (trees count from 0) is beyond "
+                                f"{self.max_trees} trees")
+        if self.max_depth is not None:
+            limit = 2 ** self.max_depth - 1
+            tree, count = max(records_per_tree.items(), key=lambda item: item[1])
+            if count > limit:
+                raise PolicyRefused(party, "max_depth", f"tree {tree} asks this party for {count} splits; a tree "
+                                    f"of depth {self.max_depth} has at most {limit}")
+
+    def check_budget(self, party: str, rule: str, used: int, asked: int) -> None:
+        limit = getattr(self, rule)
+        if limit is not None and used + asked > limit:
+            raise PolicyRefused(party, rule, f"{asked} more would exceed {limit} in 24 hours "
+                                f"({used} already served)")
