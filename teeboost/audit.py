@@ -19,7 +19,7 @@ import os
 import stat
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -168,9 +168,3 @@ def summarise(entries: list[dict[str, Any]], *, now: float | None = None) -> str
         lines.append("peers: " + ", ".join(f"{p} ({n} entries)" for p, n in peers.most_common()))
     return "\n".join(lines)
 
-
-def by_event(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for entry in entries:
-        grouped[entry["event"]].append(entry)
-    return grouped

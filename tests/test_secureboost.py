@@ -123,3 +123,53 @@ def test_secureboost_equals_plain_with_2048_bit_keys(small_credit):
     for scheme in ("paillier", "ou"):
         model, _ = train_local(active, passives, PARAMS, "secureboost", options=ProtocolOptions(scheme=scheme))
         assert federated_descriptions(model) == federated_descriptions(reference)
+
+
+# --- Okamoto-Uchiyama against a malicious passive party (docs/secureboost.md, "OU caveat")
+
+def test_every_run_has_its_own_key(small_credit, monkeypatch):
+    """A factor of n learnt in one run (see the OU caveat) must not open another run."""
+    from teeboost.protocols.secureboost import SecureBoostPassive
+
+    seen = []
+    original = SecureBoostPassive._set_key
+
+    def record(self, msg):
+        seen.append(msg.numbers)
+        return original(self, msg)
+
+    monkeypatch.setattr(SecureBoostPassive, "_set_key", record)
+    active, passives = small_credit
+    params = BoostParams(n_trees=1, max_depth=2)
+    for _ in range(2):
+        train_local(active, passives, params, "secureboost", options=ProtocolOptions(**SMALL_KEY, scheme="ou"))
+    assert len(seen) == 2 and seen[0] != seen[1]
+
+
+@pytest.mark.parametrize("plaintext", ["above p", "above the slots"])
+def test_an_out_of_range_ciphertext_aborts_the_run(small_credit, monkeypatch, plaintext):
+    """A malicious passive party encrypts a value of its choice with the public key and
+    slips it into its histogram reply. Decrypted, a value >= p comes back reduced mod p,
+    which is how a factor of n would leak if the result were ever acted on; the active
+    party refuses the reply before anything depends on it."""
+    import gmpy2
+    from gmpy2 import mpz
+
+    from teeboost.protocols import secureboost
+
+    original = secureboost.SecureBoostPassive._level
+
+    def forged(self, nodes, node_rows):
+        reply = original(self, nodes, node_rows)
+        public = self.public
+        m = mpz(1) << (public.plaintext_bits + 40) if plaintext == "above p" else mpz(1) << (public.plaintext_bits - 1)
+        c = gmpy2.powmod(public.g, m, public.n) * gmpy2.powmod(public.h, 12345, public.n) % public.n
+        ciphertexts = reply.ciphertexts.copy()
+        ciphertexts[0] = np.frombuffer(int(c).to_bytes(public.ciphertext_bytes, "big"), dtype=np.uint8)
+        return EncryptedHistograms(reply.tree, reply.counts, ciphertexts)
+
+    monkeypatch.setattr(secureboost.SecureBoostPassive, "_level", forged)
+    active, passives = small_credit
+    with pytest.raises(ProtocolError, match="bits above its slots|exceeds what its row count|do not add up"):
+        train_local(active, passives, BoostParams(n_trees=1, max_depth=2), "secureboost",
+                    options=ProtocolOptions(**SMALL_KEY, scheme="ou"))

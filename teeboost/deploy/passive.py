@@ -86,7 +86,7 @@ class PassiveService:
             raise
         if isinstance(msg, RouteRequest):
             self.audit.write("route", run_id=self.run_id, peer=self.peer, dataset=msg.dataset,
-                             questions=int(msg.records.size), rows=int(msg.offsets[-1]) if msg.offsets.size else 0)
+                             questions=int(msg.records.size), answers=int(reply.n_answers))
         return reply
 
     def _handle(self, msg: Any) -> Any:
