@@ -401,3 +401,14 @@ def test_the_active_party_checks_its_own_policy_before_connecting(parties):
                       'address = "127.0.0.1:9"\n[training]\nprotocol = "plain"\n')
     with pytest.raises(PolicyRefused, match=r"party 'bank' refuses by its policy \(\[policy\] protocols\)"):
         run_training(load_config(config))
+
+
+def test_split_records_per_tree_are_bounded_by_the_depth():
+    """However the active party drives a protocol, a tree of depth d has at most 2^d - 1
+    splits, and tree indices stop at max_trees."""
+    policy = Policy(max_trees=4, max_depth=2)
+    policy.check_records("telco", {0: 3, 3: 1})
+    with pytest.raises(PolicyRefused, match=r"max_depth\).*tree 1 asks this party for 4 splits"):
+        policy.check_records("telco", {0: 3, 1: 4})
+    with pytest.raises(PolicyRefused, match=r"max_trees\).*tree 4"):
+        policy.check_records("telco", {4: 1})

@@ -84,6 +84,10 @@ def test_a_passive_party_that_serves_ntee_only(tmp_path):
         text = (tmp_path / "audit-passive-1.jsonl").read_text() + (tmp_path / "p1.log").read_text()
         assert not any(f'"{i}"' in text for i in lacking["id"])
 
+        events = [e["event"] for e in read_audit(tmp_path / "audit-active.jsonl")]
+        for event in ("run", "aligned", "trained", "refused", "align", "predict"):
+            assert event in events, event
+
         # 4. its audit log, summarised
         summary = run_cli("audit", "show", "--config", str(configs["passive-1"]))
         assert summary.returncode == 0, summary.stderr
