@@ -412,3 +412,19 @@ def test_split_records_per_tree_are_bounded_by_the_depth():
         policy.check_records("telco", {0: 3, 1: 4})
     with pytest.raises(PolicyRefused, match=r"max_trees\).*tree 4"):
         policy.check_records("telco", {4: 1})
+
+
+def test_discarding_trees_does_not_buy_more_partitions(parties):
+    """An active party grows tree 0, tells the passive party to discard it, and grows tree 0
+    again (and again): what was revealed is counted, not what is currently kept."""
+    from teeboost.parties.messages import DiscardTrees
+
+    active, tmp_path = parties
+    channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmax_trees = 1\nmax_depth = 4").handle})
+    aligned = active.take(align(channel, active))
+    params = BoostParams(n_trees=1, max_depth=4, subsample=1.0)
+    train_rows, _ = setup(channel, aligned, params=params)
+    with pytest.raises(ProtocolError, match=r"\[policy\] max_depth\).*tree 0 asks this party for 1[6-8] splits"):
+        for _ in range(8):  # 3 passive splits per growth: the sixth exceeds a depth-4 tree's 15
+            train(channel, train_rows, params)
+            channel.request_all({1: DiscardTrees(0)})

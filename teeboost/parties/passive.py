@@ -22,7 +22,7 @@ from ..core.columns import PartyColumns
 from ..core.tree import OwnerTable
 from ..errors import CheckpointError, ProtocolError
 from ..policy import ALL_PROTOCOLS, Policy, PolicyRefused
-from ..protocols.partition import decode_row_sets
+from ..protocols.partition import SplitReply, decode_row_sets
 from .messages import Ack, DiscardTrees, Hello, HelloReply, ResumeFrom, RouteReply, RouteRequest, SaveCheckpoint
 
 __all__ = ["PassiveParty"]
@@ -59,6 +59,7 @@ class PassiveParty:
         # a row's path crosses at most max_depth splits of one tree: the run's, else the policy's
         self.max_depth = max_depth if max_depth is not None else self.policy.max_depth
         self.queries: Counter[str] = Counter()
+        self._revealed: Counter[int] = Counter()  # tree -> partitions this party returned
         self._datasets: dict[str, np.ndarray] = {}
         self._visits: dict[str, dict[int, np.ndarray]] = {}  # dataset -> tree -> records asked per row
         self._handled = tuple(getattr(protocol, "handles", ()))
@@ -99,11 +100,16 @@ class PassiveParty:
             return self._resume(msg)
         if self._handled and isinstance(msg, self._handled):
             reply = self.protocol.handle(msg)
-            self._check_records()  # before the reply (and the partition in it) leaves
+            self._check_records(reply)  # before the reply (and the partition in it) leaves
             return reply
         raise ProtocolError(f"party {self.name!r} does not serve {type(msg).__name__} messages")
 
-    def _check_records(self) -> None:
+    def _check_records(self, reply: Any) -> None:
+        """Partitions revealed so far, per tree, over this party's whole life: discarding
+        trees or resuming from a checkpoint drops records but never what was revealed."""
+        if isinstance(reply, SplitReply):
+            self._revealed[int(reply.tree)] += int(reply.records.size)
+            self.policy.check_records(self.name, dict(self._revealed))
         per_tree: Counter[int] = Counter(record.tree for _, record in self.owner.items())
         self.policy.check_records(self.name, dict(per_tree))
 
