@@ -27,6 +27,8 @@ from .errors import ConfigError
 
 __all__ = ["AuditLog", "read_audit", "usage_since", "summarise"]
 
+_COUNTED = ("align", "predict", "setup")  # the events daily budgets are counted from
+
 
 class AuditLog:
     def __init__(self, path: Path | None, party: str) -> None:
@@ -34,7 +36,9 @@ class AuditLog:
         self.party = party
         self._lock = threading.Lock()
         self._handle = None
+        self._counted: list[dict[str, Any]] = []  # entries budgets count, read once and kept up to date
         if path is not None:
+            self._counted = [e for e in read_audit(path) if e["event"] in _COUNTED]
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, stat.S_IRUSR | stat.S_IWUSR)
@@ -52,10 +56,13 @@ class AuditLog:
         with self._lock:
             self._handle.write(line)
             self._handle.flush()
+            if event in _COUNTED:
+                self._counted.append(json.loads(line))
 
     def usage(self, seconds: float) -> dict[str, int]:
         """What budgets count, over the last ``seconds``."""
-        return usage_since(read_audit(self.path), time.time() - seconds) if self.path else Counter()
+        with self._lock:
+            return usage_since(self._counted, time.time() - seconds)
 
     def close(self) -> None:
         if self._handle is not None:
@@ -104,6 +111,7 @@ def usage_since(entries: Iterable[dict[str, Any]], since: float) -> Counter:
             used["max_prediction_rows_per_day"] += int(entry.get("rows", 0))
         elif entry["event"] == "setup":
             used["max_runs_per_day"] += 1
+            used["max_prediction_rows_per_day"] += int((entry.get("rows") or {}).get("test", 0))
     return used
 
 

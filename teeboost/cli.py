@@ -364,9 +364,8 @@ def _cmd_certs_request(args: argparse.Namespace) -> int:
 def _cmd_certs_sign(args: argparse.Namespace) -> int:
     from .transport.tls import sign_request
 
-    out = args.out or args.csr.with_suffix(".pem")
-    party, key_fp, cert_fp = sign_request(args.ca, args.csr, out, days=args.days, dns=args.dns or [],
-                                          ips=args.ip or [], force=args.force)
+    party, key_fp, cert_fp, out = sign_request(args.ca, args.csr, args.out, days=args.days, dns=args.dns or [],
+                                               ips=args.ip or [], force=args.force)
     print(f"signed a certificate for party {party!r}: {out}")
     print(f"  public key  {key_fp}   (must match what the party printed)")
     print(f"  certificate {cert_fp}")
@@ -775,7 +774,8 @@ def _parser() -> argparse.ArgumentParser:
     sign = certs_sub.add_parser("sign", help="CA operator: sign a party's request into its certificate")
     sign.add_argument("--ca", type=Path, required=True, help="directory holding ca.pem and ca.key")
     sign.add_argument("--csr", type=Path, required=True, help="the party's NAME.csr")
-    sign.add_argument("--out", type=Path, help="certificate to write (default: NAME.pem beside the request)")
+    sign.add_argument("--out", type=Path, help="certificate to write (default: <party>.pem beside the request, "
+                                                     "named after the party the request names)")
     sign.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     sign.add_argument("--dns", action="append", metavar="NAME", help="extra DNS name for the certificate; repeat")
     sign.add_argument("--ip", action="append", metavar="ADDRESS", help="extra IP address; repeat")

@@ -133,6 +133,8 @@ class Policy:
         if not records_per_tree:
             return
         last = max(records_per_tree)
+        if min(records_per_tree) < 0:
+            raise PolicyRefused(party, "max_trees", f"a split in tree {min(records_per_tree)}: trees count from 0")
         if self.max_trees is not None and last >= self.max_trees:
             raise PolicyRefused(party, "max_trees", f"a split in tree {last} (trees count from 0) is beyond "
                                 f"{self.max_trees} trees")

@@ -114,7 +114,7 @@ def test_the_ca_signs_only_sound_requests(tmp_path):
         sign_request(tmp_path / "ca", tmp_path / "odd.csr", tmp_path / "odd.pem")
     with pytest.raises(ConfigError, match="init-ca"):
         sign_request(tmp_path / "no-ca", csr, tmp_path / "x.pem")
-    party, _, _ = sign_request(tmp_path / "ca", csr, tmp_path / "bank.pem")
+    party, _, _, _ = sign_request(tmp_path / "ca", csr, tmp_path / "bank.pem")
     assert party == "bank"
     with pytest.raises(ConfigError, match="already exists"):  # renewal is explicit
         sign_request(tmp_path / "ca", csr, tmp_path / "bank.pem")
@@ -124,3 +124,22 @@ def test_the_one_shot_command_says_it_is_for_demos(tmp_path):
     result = cli("demo", "--out", str(tmp_path), "--parties", "active,passive-1")
     assert result.returncode == 0, result.stderr
     assert "LOCAL DEMO ONLY" in result.stderr
+
+
+def test_a_certificate_is_named_after_its_party_and_never_lands_on_the_ca(tmp_path):
+    """Red-team finding: a request saved as ca.csr in the CA's directory, signed with
+    --force, replaced ca.pem; names like 'ca', 'localhost' or an IP address were signed."""
+    ca = tmp_path / "ca"
+    init_ca(ca)
+    _, csr, _ = request_certificate("mallory", tmp_path)
+    planted = ca / "ca.csr"
+    planted.write_bytes(csr.read_bytes())
+    party, _, _, out = sign_request(ca, planted, force=True)
+    assert out == ca / "mallory.pem" and party == "mallory"
+    with pytest.raises(ConfigError, match="CA's own files"):
+        sign_request(ca, planted, ca / "ca.pem", force=True)
+    x509.load_pem_x509_certificate((ca / "ca.pem").read_bytes()).extensions.get_extension_for_class(
+        x509.BasicConstraints).value.ca  # still the CA certificate
+    for name in ("ca", "localhost", "127.0.0.1", "CA"):
+        with pytest.raises(ConfigError, match="reserved"):
+            request_certificate(name, tmp_path / "x")

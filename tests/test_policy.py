@@ -62,9 +62,9 @@ def align(channel, active, purpose="train"):
     return rows
 
 
-def setup(channel, aligned, params=PARAMS, protocol="plain", outputs=1, run_id="run-1"):
+def setup(channel, aligned, params=PARAMS, protocol="plain", outputs=1, run_id="run-1", held_out=0.2):
     n = aligned.n_rows
-    train, test = np.arange(int(n * 0.8)), np.arange(int(n * 0.8), n)
+    train, test = np.arange(int(n * (1 - held_out))), np.arange(int(n * (1 - held_out)), n)
     channel.request_all({1: Setup(run_id, protocol, json.dumps(params.to_dict()), outputs, train, test,
                                   np.empty(0, dtype=np.int64))})
     return aligned.take(train), aligned.take(test)
@@ -216,7 +216,7 @@ def test_prediction_rows_budget(parties):
     party = service(tmp_path, f"{OPT_IN}\nmax_prediction_rows_per_day = 100")
     channel = InMemoryChannel({1: party.handle})
     aligned = active.take(align(channel, active))
-    train_rows, _ = setup(channel, aligned)
+    train_rows, _ = setup(channel, aligned, held_out=0)
     train(channel, train_rows)
     channel.request_all({1: Finish("plain")})
     batch = active.take(np.arange(80))
@@ -231,14 +231,13 @@ def test_prediction_rows_budget(parties):
 
 @pytest.fixture
 def trained(parties):
-    """A passive service after a finished plain run, and the active party's model."""
+    """A passive service after a plain run (before Finish), and the active party's model."""
     active, tmp_path = parties
     party = service(tmp_path, OPT_IN)
     channel = InMemoryChannel({1: party.handle})
     aligned = active.take(align(channel, active))
     train_rows, test_rows = setup(channel, aligned, params=BoostParams(n_trees=3, max_depth=3))
     model, _ = train(channel, train_rows, BoostParams(n_trees=3, max_depth=3))
-    channel.request_all({1: Finish("plain")})
     return party, channel, model, test_rows, tmp_path
 
 
@@ -288,6 +287,7 @@ def test_routing_follows_one_path_per_tree(trained):
 
 def test_prediction_needs_a_psi_aligned_batch_and_echoes_no_ids(trained, parties):
     party, channel, model, _, tmp_path = trained
+    channel.request_all({1: Finish("plain")})
     active, _ = parties
     with pytest.raises(ProtocolError, match="aligned by PSI"):
         channel.request_all({1: PredictData("predict")})
@@ -300,6 +300,7 @@ def test_prediction_needs_a_psi_aligned_batch_and_echoes_no_ids(trained, parties
 
 def test_new_ids_are_scored_after_the_file_changes_without_a_restart(trained, parties, small_credit):
     party, channel, model, _, tmp_path = trained
+    channel.request_all({1: Finish("plain")})
     active, _ = parties
     _, passives = small_credit
     csv = tmp_path / "passive.csv"
@@ -324,6 +325,7 @@ def test_new_ids_are_scored_after_the_file_changes_without_a_restart(trained, pa
 
 def test_every_event_is_audited(trained, parties):
     party, channel, model, test_rows, tmp_path = trained
+    channel.request_all({1: Finish("plain")})
     active, _ = parties
     batch = active.take(np.arange(30))
     shared = align(channel, batch, "predict")
@@ -428,3 +430,97 @@ def test_discarding_trees_does_not_buy_more_partitions(parties):
         for _ in range(8):  # 3 passive splits per growth: the sixth exceeds a depth-4 tree's 15
             train(channel, train_rows, params)
             channel.request_all({1: DiscardTrees(0)})
+
+
+# --- red-team findings, each mounted again
+
+class RelabelledTrees(InMemoryChannel):
+    """An active party that numbers its trees -1, -2, ... (its own bookkeeping is its own)."""
+
+    def request_all(self, messages):
+        return {p: relabel(r) for p, r in super().request_all({p: relabel(m) for p, m in messages.items()}).items()}
+
+
+def relabel(msg):
+    from dataclasses import fields, is_dataclass, replace
+
+    if is_dataclass(msg) and "tree" in {f.name for f in fields(msg)}:
+        return replace(msg, tree=-1 - msg.tree)  # an involution: tree t <-> -1 - t
+    return msg
+
+
+def test_trees_are_numbered_from_zero_and_grown_in_order(parties):
+    active, tmp_path = parties
+    party = service(tmp_path, f"{OPT_IN}\nmax_trees = 2")
+    aligned = active.take(align(InMemoryChannel({1: party.handle}), active))
+    train_rows, _ = setup(InMemoryChannel({1: party.handle}), aligned, params=BoostParams(n_trees=2, max_depth=4))
+    with pytest.raises(ProtocolError, match=r"\[policy\] max_trees\).*(trees count from 0|numbered from 0)"):
+        train(RelabelledTrees({1: party.handle}), train_rows, BoostParams(n_trees=30, max_depth=4, subsample=1.0))
+
+
+def test_a_node_below_the_runs_depth_is_not_split(parties):
+    """Set-up says depth 2; the active party grows depth 5. This party refuses to split a node
+    at depth 2, whoever split the nodes above it."""
+    active, tmp_path = parties
+    channel = InMemoryChannel({1: service(tmp_path, OPT_IN).handle})
+    aligned = active.take(align(channel, active))
+    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=3, max_depth=2))
+    with pytest.raises(ProtocolError, match=r"\[policy\] max_depth\).*at depth [2-4] would grow the tree beyond "
+                                            r"depth 2"):
+        train(channel, train_rows, BoostParams(n_trees=3, max_depth=5))
+
+
+def test_set_up_positions_are_distinct_rows(parties):
+    """Red-team finding: a row repeated 40 times met k = 40 alone, and 200 copies of one row
+    in the held-out set each had their own routing count."""
+    active, tmp_path = parties
+    channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmin_rows_per_node = 40").handle})
+    align(channel, active)
+    params = json.dumps(BoostParams(min_samples_leaf=40).to_dict())
+    empty = np.empty(0, dtype=np.int64)
+    for train_rows, test_rows in ((np.repeat(np.arange(30), 40), empty), (np.arange(100), np.full(200, 5)),
+                                  (np.arange(100), np.arange(50, 150))):
+        with pytest.raises(ProtocolError, match="distinct rows, each once"):
+            channel.request_all({1: Setup("run-1", "plain", params, 1, train_rows, test_rows, empty)})
+
+
+def test_a_psi_result_cannot_claim_more_rows_than_were_submitted(parties):
+    """Red-team finding: zero ids submitted, every position claimed: the whole file aligned."""
+    from teeboost.parties.psi import PsiResult
+
+    _, tmp_path = parties
+    party = service(tmp_path, f"{OPT_IN}\nmax_psi_ids_per_day = 10")
+    reply = party.handle(PsiRequest("train", np.empty((0, 32), dtype=np.uint8)))
+    with pytest.raises(ProtocolError, match="more shared rows than ids the active party submitted"):
+        party.handle(PsiResult("train", np.arange(reply.theirs.shape[0])))
+    assert "train" not in party._aligned
+
+
+def test_after_training_only_prediction_batches_are_routed(trained):
+    """Red-team finding: the finished model scored every row of a held-out set as large as
+    the intersection, outside the prediction budget. After Finish the run's own rows are gone,
+    and held-out rows count against the prediction budget at set-up."""
+    party, channel, model, test_rows, tmp_path = trained
+    record = next(iter(dict(party.party.owner.items())))
+    route(channel, "test", test_rows.n_rows, [(record, np.array([0]))])  # the held-out evaluation
+    channel.request_all({1: Finish("plain")})
+    for dataset in ("test", "train"):
+        with pytest.raises(ProtocolError, match=f"no dataset '{dataset}'"):
+            route(channel, dataset, test_rows.n_rows, [(record, np.array([0]))])
+
+
+def test_held_out_rows_count_against_the_prediction_budget(parties):
+    active, tmp_path = parties
+    channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmax_prediction_rows_per_day = 100").handle})
+    aligned = active.take(align(channel, active))
+    with pytest.raises(ProtocolError, match=r"max_prediction_rows_per_day\)"):
+        setup(channel, aligned)  # 20% of the rows held out: more than 100
+
+
+def test_frames_refused_before_decoding_are_audited(parties):
+    from teeboost.transport.base import answer_frame
+
+    _, tmp_path = parties
+    party = service(tmp_path, OPT_IN)
+    answer_frame(party.handle, b"\x00garbage", party.undecodable)
+    assert entries(tmp_path, "refused")[-1]["request"] == "undecodable frame"

@@ -47,6 +47,14 @@ class NodeRows:
     def sibling(self, node: int) -> int:
         return self._sibling[node]
 
+    def depth(self, node: int) -> int:
+        """Splits between the root and ``node`` (the root is at depth 0)."""
+        depth = 0
+        while self._parent.get(node, -1) != -1:
+            node = self._parent[node]
+            depth += 1
+        return depth
+
     def split(self, node: int, left: int, right: int, left_rows: np.ndarray) -> np.ndarray:
         """Record children of ``node``; ``left_rows`` must be a subset of its rows.
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+
+import numpy as np
 from pathlib import Path
 from typing import Any
 
@@ -82,12 +84,16 @@ class PassiveService:
         except TeeboostError as exc:
             self.audit.write("refused", run_id=self.run_id, peer=self.peer, request=type(msg).__name__,
                              rule=exc.rule if isinstance(exc, PolicyRefused) else type(exc).__name__,
-                             detail=str(exc))
+                             detail=str(exc)[:300])
             raise
         if isinstance(msg, RouteRequest):
             self.audit.write("route", run_id=self.run_id, peer=self.peer, dataset=msg.dataset,
                              questions=int(msg.records.size), answers=int(reply.n_answers))
         return reply
+
+    def undecodable(self, exc: Exception) -> None:
+        self.audit.write("refused", run_id=self.run_id, peer=self.peer, request="undecodable frame",
+                         rule=type(exc).__name__, detail=str(exc)[:300])
 
     def _handle(self, msg: Any) -> Any:
         if isinstance(msg, PsiRequest):
@@ -105,7 +111,7 @@ class PassiveService:
         if isinstance(msg, PredictData):
             return self._predict_data(msg)
         if isinstance(msg, Shutdown):
-            print(f"teeboost: party {self.config.name}: shutting down ({msg.reason})", file=sys.stderr)
+            print(f"teeboost: party {self.config.name}: shutting down ({msg.reason[:200]!r})", file=sys.stderr)
             self._close_run("shutdown")
             self.audit.write("shutdown", peer=self.peer, reason=msg.reason[:200])
             if self.server is not None:
@@ -131,7 +137,7 @@ class PassiveService:
         aligned = self._aligned.get("train")
         if aligned is None:
             raise ProtocolError("training set-up before id alignment")
-        if not _RUN_ID.match(msg.run_id):
+        if not _RUN_ID.fullmatch(msg.run_id):
             raise ProtocolError("the run id must be 1-80 letters, digits, '.', '_' or '-'")
         try:
             params = BoostParams(**json.loads(msg.params))
@@ -144,6 +150,10 @@ class PassiveService:
         for name, positions in (("train", msg.train), ("test", msg.test), ("valid", msg.valid)):
             if positions.size and (positions.min() < 0 or positions.max() >= aligned.n_rows):
                 raise ProtocolError(f"{name} positions outside the {aligned.n_rows} aligned rows")
+        every = np.concatenate([msg.train, msg.test, msg.valid])
+        if np.unique(every).size != every.size:  # a row twice would count twice towards k and routing limits
+            raise ProtocolError("training, held-out and validation positions must be distinct rows, each once")
+        self._budget("max_prediction_rows_per_day", int(msg.test.size))  # held-out rows are scored
         if self.config.attestation is not None and msg.protocol not in HARDWARE_CHECKED:
             raise ProtocolError(f"party {self.config.name!r} requires hardware attestation ([attestation]) and "
                                 f"refuses protocol {msg.protocol!r}, which would not check the active party's "
@@ -176,6 +186,7 @@ class PassiveService:
                              getattr(self.party.protocol, "model_digest", ""), self.party.max_depth)
         save_models(self.config.model_dir, None, [model])
         remove_checkpoint(self._checkpoint_file())
+        self.party.end_training()
         self.audit.write("finish", run_id=self.run_id, peer=self.peer, records=len(self.party.owner),
                          queries=dict(self.party.queries))
         self.party.queries.clear()
@@ -222,7 +233,7 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> Non
     service = PassiveService(config)
     server = PartyServer(service.handle, name=config.name, listen=config.listen, tls=config.tls,
                          insecure=config.insecure, client_name=config.active_party,
-                         max_message_bytes=config.max_message_bytes)
+                         max_message_bytes=config.max_message_bytes, on_undecodable=service.undecodable)
     service.server = server
     server.start()
     host = config.listen.rsplit(":", 1)[0]

@@ -64,7 +64,7 @@ class PassiveParty:
         self._visits: dict[str, dict[int, np.ndarray]] = {}  # dataset -> tree -> records asked per row
         self._handled = tuple(getattr(protocol, "handles", ()))
         if hasattr(protocol, "bind_policy"):  # partitions and enclave criteria are checked where they arise
-            protocol.bind_policy(self.name, self.policy)
+            protocol.bind_policy(self.name, self.policy, self.max_depth)
 
     def add_dataset(self, name: str, raw: np.ndarray) -> None:
         """Raw feature values (rows aligned with the active party's) for routing questions."""
@@ -76,6 +76,16 @@ class PassiveParty:
         hook = getattr(self.protocol, "add_dataset", None)  # strict mode routes validation rows in enclaves
         if hook is not None:
             hook(name, raw)
+
+    def end_training(self) -> None:
+        """Training is over: the run's own rows (training, validation, held-out) are no longer
+        routed; only prediction batches, aligned and budgeted, are."""
+        drop = getattr(self.protocol, "drop_dataset", None)
+        for name in ("train", "valid", "test"):
+            self._datasets.pop(name, None)
+            self._visits.pop(name, None)
+            if drop is not None:
+                drop(name)
 
     def close(self) -> None:
         """Release the protocol's processes and keys."""
@@ -108,7 +118,12 @@ class PassiveParty:
         """Partitions revealed so far, per tree, over this party's whole life: discarding
         trees or resuming from a checkpoint drops records but never what was revealed."""
         if isinstance(reply, SplitReply):
-            self._revealed[int(reply.tree)] += int(reply.records.size)
+            tree = int(reply.tree)
+            latest = max(self._revealed, default=0)
+            if tree < latest or tree < 0:  # trees are grown once each, in order, from tree 0
+                raise PolicyRefused(self.name, "max_trees", f"a split in tree {tree} after splits in tree {latest}: "
+                                    "trees are numbered from 0 and grown once each, in order")
+            self._revealed[tree] += int(reply.records.size)
             self.policy.check_records(self.name, dict(self._revealed))
         per_tree: Counter[int] = Counter(record.tree for _, record in self.owner.items())
         self.policy.check_records(self.name, dict(per_tree))

@@ -65,6 +65,7 @@ class PsiPassive:
         self.ids = [str(i) for i in ids]
         self.rows: dict[str, np.ndarray] = {}
         self._order: dict[str, np.ndarray] = {}
+        self._asked: dict[str, int] = {}
         self._hashed: np.ndarray | None = None
 
     def handle(self, msg):
@@ -78,6 +79,7 @@ class PsiPassive:
             mine = blind(self._hashed, scalar)
             order = np.lexsort(mine.T[::-1])  # sorted by blinded value: reveals nothing of the file's order
             self._order[purpose] = order
+            self._asked[purpose] = int(msg.points.shape[0])
             self.rows.pop(purpose, None)
             return PsiReply(blind(msg.points, scalar), mine[order])
         if isinstance(msg, PsiResult):
@@ -89,6 +91,8 @@ class PsiPassive:
             if positions.size and (positions.min() < 0 or positions.max() >= order.size
                                    or np.unique(positions).size != positions.size):
                 raise ProtocolError("PSI result names positions outside the exchanged set")
+            if positions.size > self._asked.pop(purpose):  # an intersection is no larger than either set
+                raise ProtocolError("PSI result claims more shared rows than ids the active party submitted")
             self.rows[purpose] = order[positions]
             return Ack()
         raise ProtocolError(f"unexpected {type(msg).__name__} during alignment")

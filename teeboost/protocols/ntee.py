@@ -165,6 +165,7 @@ class NteePassive:
     handles = (EnclaveHello, EnclaveFinish, SealedMessage, SplitRequest)
     protocol = "ntee"
     program = PROGRAM
+    scores = True  # its enclave scores and partitions by the run's criteria
 
     def __init__(self, columns, params, env: ProtocolEnv, index: int) -> None:
         self.columns = columns
@@ -179,7 +180,7 @@ class NteePassive:
         self._run_id: str | None = None
         self._party, self._policy = f"passive-{index}", Policy(protocols=ALL_PROTOCOLS)
 
-    def bind_policy(self, party: str, policy: Policy) -> None:
+    def bind_policy(self, party: str, policy: Policy, max_depth: int | None = None) -> None:
         """This party's enclave scores and partitions by the criteria the run binds: they must
         keep every child at least the policy's k rows."""
         self._party, self._policy = party, policy
@@ -188,7 +189,8 @@ class NteePassive:
         check_party_keys(self.env, msg.party_keys, "the active party")
         if len(msg.criteria) != 4:
             raise ProtocolError("the enclave hello must name four split criteria")
-        self._policy.check_leaf_floor(self._party, int(msg.criteria[2]))
+        if self.scores:
+            self._policy.check_leaf_floor(self._party, int(msg.criteria[2]))
         self._run_id = msg.run_id
         self._criteria = SplitCriteria(float(msg.criteria[0]), float(msg.criteria[1]), int(msg.criteria[2]),
                                        float(msg.criteria[3]))  # the active party's: its enclave binds them

@@ -24,7 +24,7 @@ from ..core.histogram import CHANNELS
 from ..core.nodes import NodeRows
 from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best
 from ..errors import ProtocolError
-from ..policy import ALL_PROTOCOLS, Policy
+from ..policy import ALL_PROTOCOLS, Policy, PolicyRefused
 from ..parties.messages import HistogramNote
 from ..transport.base import Channel
 from .partition import (
@@ -232,11 +232,12 @@ class PassiveScoring(ABC):
         self.columns = columns
         self._tree = -1
         self._node_rows: NodeRows | None = None
-        self._party, self._policy = "this party", Policy(protocols=ALL_PROTOCOLS)
+        self._party, self._policy, self._max_depth = "this party", Policy(protocols=ALL_PROTOCOLS), None
 
-    def bind_policy(self, party: str, policy: Policy) -> None:
-        """Partitions this party computes are checked against its policy before they leave."""
-        self._party, self._policy = party, policy
+    def bind_policy(self, party: str, policy: Policy, max_depth: int | None = None) -> None:
+        """Partitions this party computes are checked against its policy before they leave:
+        at least k rows a side, and no split of a node at the run's depth or below."""
+        self._party, self._policy, self._max_depth = party, policy, max_depth
 
     @abstractmethod
     def _begin_tree(self, msg: Any) -> Any:
@@ -279,6 +280,10 @@ class PassiveScoring(ABC):
             if not 0 <= bin_ < n_bins[feature] - 1:
                 raise ProtocolError(f"split request names bin {bin_}, not a split point of feature {feature}")
             rows = self._node_rows.rows(int(node))
+            depth = self._node_rows.depth(int(node))
+            if self._max_depth is not None and depth >= self._max_depth:
+                raise PolicyRefused(self._party, "max_depth", f"a split of node {int(node)} at depth {depth} would "
+                                    f"grow the tree beyond depth {self._max_depth}")
             record, left = self.columns.apply(rows, int(feature), int(bin_), bool(default_left), self._tree)
             self._policy.check_partition(self._party, rows.size, left.size)
             self._node_rows.split(int(node), int(left_id), int(right_id), left)

@@ -188,6 +188,11 @@ class StrictPassive(NteePassive):
         if self._predictor is not None:
             self._predictor.add_dataset(name, raw)
 
+    def drop_dataset(self, name: str) -> None:
+        self._datasets.pop(name, None)
+        if self._predictor is not None:
+            self._predictor.drop_dataset(name)
+
     def _setup(self, msg: StrictSetup) -> Ack:
         if not msg.validation:
             self._validation = None
@@ -266,8 +271,13 @@ class StrictPredictPassive(NteePassive):
         self.datasets: dict[str, np.ndarray] = {}
         self._used = False
 
+    scores = False  # a prediction session binds default criteria but scores nothing
+
     def add_dataset(self, name: str, raw: np.ndarray) -> None:
         self.datasets[name] = raw
+
+    def drop_dataset(self, name: str) -> None:
+        self.datasets.pop(name, None)
 
     def _load_columns(self) -> None:
         """Nothing to load: prediction evaluates records on raw rows."""
@@ -284,9 +294,9 @@ class StrictPredictPassive(NteePassive):
             if not msg.kind.startswith("predict:"):
                 raise ProtocolError(f"unexpected sealed message kind {msg.kind!r} at prediction")
             name = msg.kind.partition(":")[2]
-            raw = self.datasets.get(name)
-            if raw is None:
-                raise ProtocolError(f"party {self.index} has no dataset {name!r}")
+            raw = self.datasets.pop(name, None)  # one session per batch: margins of other own splits would
+            if raw is None:                      # be new answers about the same rows
+                raise ProtocolError(f"party {self.index} has no dataset {name!r} (each batch is scored once)")
             mine = sm.StrictRecordsIn(self.model_digest, *sm.record_arrays(self.owner),
                                       np.ascontiguousarray(raw, dtype=np.float64))
             record = self.enclave.ecall("predict_records", pack_records({0: msg.record, 1: serde.encode(mine)}))

@@ -138,10 +138,18 @@ class Channel(ABC):
             self._background = None
 
 
-def answer_frame(handler: Callable[[Any], Any], frame: bytes) -> bytes:
-    """Passive side of one exchange: decode, handle, encode; errors become ``ErrorReply``."""
+def answer_frame(handler: Callable[[Any], Any], frame: bytes,
+                 on_undecodable: Callable[[Exception], None] | None = None) -> bytes:
+    """Passive side of one exchange: decode, handle, encode; errors become ``ErrorReply``.
+    ``on_undecodable`` hears of frames refused before any handler saw them (for the audit log)."""
     try:
-        reply = handler(serde.decode(frame))
+        msg = serde.decode(frame)
+    except TeeboostError as exc:
+        if on_undecodable is not None:
+            on_undecodable(exc)
+        return serde.encode(ErrorReply(type(exc).__name__, str(exc)))
+    try:
+        reply = handler(msg)
     except TeeboostError as exc:
         reply = ErrorReply(type(exc).__name__, str(exc))
     return serde.encode(reply)

@@ -179,7 +179,8 @@ class PartyServer:
 
     def __init__(self, handler: Callable[[Any], Any], *, name: str, listen: str, tls: TlsFiles | None,
                  insecure: bool = False, client_name: str = "active",
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 on_undecodable: Callable[[Exception], None] | None = None) -> None:
         if tls is None and not insecure:
             raise ConfigError("mutual TLS needs ca, cert and key files (or --insecure, which disables it)")
         if insecure:
@@ -188,6 +189,7 @@ class PartyServer:
         self.client_name = client_name
         self.insecure = insecure
         self._handler = handler
+        self._on_undecodable = on_undecodable
         self.current_peer = ""  # certificate fingerprint of the client whose request is being handled
         self._lock = threading.Lock()
         self._last: dict[bytes, tuple[int, bytes, bytes]] = {}  # session -> (sequence, digest, reply)
@@ -229,7 +231,7 @@ class PartyServer:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "replayed or out-of-order request")
             else:
                 self.current_peer = peer
-                reply = answer_frame(self._handler, request.frame)
+                reply = answer_frame(self._handler, request.frame, self._on_undecodable)
                 self._last[request.session] = (request.sequence, digest, reply)
         return Envelope(version=_VERSION, sender=self.name, sequence=request.sequence, frame=reply,
                         session=request.session)

@@ -110,9 +110,19 @@ def _key_pem(key) -> bytes:
                              serialization.NoEncryption())
 
 
+_RESERVED = ("ca", "localhost")
+
+
 def _check_party(name: str) -> None:
     if not party_name_ok(name):
         raise ConfigError(f"party name {name!r} may use letters, digits, '-', '_' and '.' only (at most 63)")
+    try:
+        ipaddress.ip_address(name)
+        reserved = True
+    except ValueError:
+        reserved = name.lower() in _RESERVED
+    if reserved:
+        raise ConfigError(f"party name {name!r} is reserved (the CA's files, loopback names and IP addresses)")
 
 
 def init_ca(out_dir: str | Path, *, days: int = 3650, force: bool = False,
@@ -194,12 +204,13 @@ def _party_certificate(ca_cert, ca_key, party: str, public_key, days: int, dns: 
     )
 
 
-def sign_request(ca_dir: str | Path, csr_file: str | Path, out: str | Path, *, days: int = 365,
+def sign_request(ca_dir: str | Path, csr_file: str | Path, out: str | Path | None = None, *, days: int = 365,
                  dns: list[str] | None = None, ips: list[str] | None = None,
                  force: bool = False) -> tuple[str, str, str]:
     """The CA signs a party's CSR. The CA decides what the certificate says: the party name
-    from the request (checked), plus any extra names given here; nothing else is copied.
-    Returns (party, public-key fingerprint, certificate fingerprint)."""
+    from the request (checked), plus any extra names given here; nothing else is copied. The
+    certificate goes to ``out`` (default: ``<party>.pem`` beside the request), never over the
+    CA's own files. Returns (party, public-key fingerprint, certificate fingerprint, path)."""
     ca_cert, ca_key = _load_ca(Path(ca_dir))
     try:
         csr = x509.load_pem_x509_csr(Path(csr_file).read_bytes())
@@ -216,10 +227,14 @@ def sign_request(ca_dir: str | Path, csr_file: str | Path, out: str | Path, *, d
     _check_party(party)
     if not isinstance(csr.public_key(), ec.EllipticCurvePublicKey):
         raise ConfigError(f"{csr_file}: only EC keys are signed (make the request with 'teeboost certs request')")
+    out = Path(csr_file).parent / f"{party}.pem" if out is None else Path(out)
+    ca_files = {(Path(ca_dir) / name).resolve() for name in ("ca.pem", "ca.key")}
+    if out.resolve() in ca_files:
+        raise ConfigError(f"{out} is one of the CA's own files; write the party's certificate elsewhere")
     cert = _party_certificate(ca_cert, ca_key, party, csr.public_key(), days, dns or [], ips or [])
-    write_new_file(Path(out), cert.public_bytes(serialization.Encoding.PEM), private=False, force=force,
+    write_new_file(out, cert.public_bytes(serialization.Encoding.PEM), private=False, force=force,
                    what="certificate")
-    return party, public_key_fingerprint(csr.public_key()), certificate_fingerprint(cert)
+    return party, public_key_fingerprint(csr.public_key()), certificate_fingerprint(cert), out
 
 
 def create_federation_certs(out_dir: str | Path, parties: list[str], *, days: int = 365,
