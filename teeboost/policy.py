@@ -78,14 +78,11 @@ class Policy:
         if bad:
             raise ConfigError(f"{where}: [policy] protocols names unknown protocol(s) {', '.join(map(repr, bad))} "
                               f"(known: {', '.join(ALL_PROTOCOLS)})")
-        k = table.get("min_rows_per_node", 1)
-        _positive("min_rows_per_node", k, where)
-        return cls(tuple(dict.fromkeys(protocols)),
-                   *(_positive(name, table.get(name), where) for name in
-                     ("max_trees", "max_depth")),
-                   k,
-                   *(_positive(name, table.get(name), where) for name in
-                     ("max_runs_per_day", "max_psi_ids_per_day", "max_prediction_rows_per_day")))
+        limits = {name: _positive(name, table.get(name), where) for name in
+                  ("max_trees", "max_depth", "max_runs_per_day", "max_psi_ids_per_day",
+                   "max_prediction_rows_per_day")}
+        k = _positive("min_rows_per_node", table.get("min_rows_per_node", 1), where)
+        return cls(protocols=tuple(dict.fromkeys(protocols)), min_rows_per_node=k, **limits)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
