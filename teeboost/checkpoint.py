@@ -63,8 +63,17 @@ def identity_key_file(directory: str | Path, index: int) -> Path:
 
 
 def remove_checkpoint(path: Path) -> None:
-    """Once the final model files are written the checkpoint has done its job."""
+    """Once the final model files are written the checkpoint has done its job; so has its
+    directory once nothing else is in it (a finished run leaves no empty folders)."""
     path.unlink(missing_ok=True)
+    _remove_if_empty(path.parent)
+
+
+def _remove_if_empty(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except OSError:
+        pass  # absent, the working directory, or holds files that are not ours
 
 
 def remove_checkpoints(directory: str | Path, n_passive: int) -> None:
@@ -76,10 +85,7 @@ def remove_checkpoints(directory: str | Path, n_passive: int) -> None:
     for index in range(n_passive + 1):
         remove_checkpoint(platform_key_file(directory, index))
         remove_checkpoint(identity_key_file(directory, index))
-    try:
-        directory.rmdir()
-    except OSError:
-        pass  # absent, or holds files that are not ours
+    _remove_if_empty(directory)
 
 
 def _write(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 import time
 from pathlib import Path
 from typing import Any
@@ -20,18 +21,62 @@ import pandas as pd
 from .checkpoint import remove_checkpoints
 from .config import BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
-from .data import PartyData, align_parties, read_csv, split_columns, train_test_rows
+from .data import ALIGN_MODES, DataWarning, PartyData, check_distinct_feature_names, match_rows, read_csv, split_columns, train_test_rows
 from .datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, bundled_path, load_give_me_some_credit
 from .errors import ConfigError, DataError, TeeboostError
 from .estimator import party_features
-from .federation import FederatedModel, train_local
+from .federation import FederatedModel, TrainingRun, train_local
 from .labels import encode_with_classes
 from .metrics import evaluate
+from .protocols.protection import protection_report
 from .protocols.registry import PROTOCOLS
 
 __all__ = ["main"]
 
 _CONTRACT_PROTOCOLS = ("plain", "secureboost", "ntee", "onetee", "strict")
+DEFAULT_MODEL_DIR = Path("teeboost-model")  # train writes here and predict reads here unless told otherwise
+
+
+def _version() -> str:
+    """The installed distribution's version; the package's own when run from a source tree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("teeboost")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+def _row_count(text: str) -> int:
+    """A number of rows as people write it: 10000, 10_000, 1e4, 1.5e5 (but not 1.5)."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        value = Decimal(text.strip().replace("_", ""))
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of rows (write e.g. 10000, 10_000 or 1e4)") from None
+    if not value.is_finite() or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of rows")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: need at least 1 row")
+    return int(value)
+
+
+class _DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Appends each option's default to its help, unless the help already names one or there
+    is none worth showing (flags, options that are unset unless given)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or not action.option_strings or any(default is v for v in (None, False, argparse.SUPPRESS)):
+            return text
+        if isinstance(default, (list, tuple)):
+            shown = " ".join(str(item) for item in default).replace("%", "%%")
+            return f"{text} (default: {shown})"
+        return f"{text} (default: %(default)s)"
 
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -44,20 +89,42 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--passive-data", type=Path, action="append", metavar="FILE",
                       help="one passive party's CSV; repeat for more passive parties")
     data.add_argument("--id", dest="id_column", help="row id column present in every party's data")
+    data.add_argument("--align", choices=ALIGN_MODES, default="auto",
+                      help="how rows of the parties' files are matched: by id (the same ids everywhere), intersect "
+                           "(the ids every party holds; the count is printed), position (row i is the same customer "
+                           "in every file); auto: by id when there are id columns, intersecting when the id sets "
+                           "differ, else by position unless two files share a column name")
+    data.add_argument("--sep", help="column separator of the CSV files (default: sniffed from the first lines: "
+                                    "comma, semicolon, tab or pipe)")
+    data.add_argument("--categorical", action="append", metavar="A,B,...",
+                      help="columns to treat as categories even though they hold numbers (e.g. codes); "
+                           "text columns are categorical anyway")
     train = parser.add_argument_group("training")
-    train.add_argument("--protocol", default="plain", choices=_CONTRACT_PROTOCOLS)
-    train.add_argument("--objective", choices=("binary", "multiclass", "regression"))
+    train.add_argument("--protocol", default="plain", choices=_CONTRACT_PROTOCOLS,
+                       help="how the parties protect what they exchange: plain (not at all, the reference), "
+                            "secureboost (homomorphic encryption), ntee, onetee, strict (enclaves)")
+    train.add_argument("--objective", choices=("binary", "multiclass", "regression"),
+                       help="loss to fit (default: inferred from the label column)")
     defaults = BoostParams()
-    train.add_argument("--n-trees", type=int, default=defaults.n_trees)
-    train.add_argument("--max-depth", type=int, default=defaults.max_depth)
-    train.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
-    train.add_argument("--subsample", type=float, default=defaults.subsample)
-    train.add_argument("--reg-lambda", type=float, default=defaults.reg_lambda)
-    train.add_argument("--min-child-weight", type=float, default=defaults.min_child_weight)
-    train.add_argument("--min-split-gain", type=float, default=defaults.min_split_gain)
-    train.add_argument("--min-samples-leaf", type=int, default=defaults.min_samples_leaf)
-    train.add_argument("--max-bin", type=int, default=defaults.max_bin)
-    train.add_argument("--random-state", type=int, default=defaults.random_state)
+    train.add_argument("--n-trees", type=int, default=defaults.n_trees,
+                       help="boosting rounds (trees per class for multiclass)")
+    train.add_argument("--max-depth", type=int, default=defaults.max_depth, help="deepest split level of a tree")
+    train.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
+                       help="shrinkage applied to every leaf value")
+    train.add_argument("--subsample", type=float, default=defaults.subsample,
+                       help="share of training rows drawn for each round")
+    train.add_argument("--reg-lambda", type=float, default=defaults.reg_lambda,
+                       help="L2 regularisation of leaf values")
+    train.add_argument("--min-child-weight", type=float, default=defaults.min_child_weight,
+                       help="smallest hessian sum a child node may have")
+    train.add_argument("--min-split-gain", type=float, default=defaults.min_split_gain,
+                       help="smallest gain worth a split (XGBoost's gamma)")
+    train.add_argument("--min-samples-leaf", type=int, default=defaults.min_samples_leaf,
+                       help="fewest rows a leaf may hold")
+    train.add_argument("--max-bin", type=int, default=defaults.max_bin,
+                       help="histogram bins per feature (each party bins its own columns)")
+    train.add_argument("--random-state", type=int, default=defaults.random_state,
+                       help="seed of the train/test split and of subsampling")
     train.add_argument("--early-stopping-rounds", type=int, default=None,
                        help="stop when the validation metric has not improved for N rounds")
     train.add_argument("--validation-size", type=float, default=0.2,
@@ -66,7 +133,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     secure = parser.add_argument_group("secure protocols")
     secure.add_argument("--scheme", choices=("paillier", "ou"), default="paillier",
                         help="additively homomorphic scheme for secureboost (ou: Okamoto-Uchiyama, faster)")
-    secure.add_argument("--key-bits", type=int, default=2048)
+    secure.add_argument("--key-bits", type=int, default=2048, help="modulus size of the secureboost key")
     secure.add_argument("--insecure-key-bits", action="store_true",
                         help="allow keys below 2048 bits (tests and demos only: NOT secure)")
     secure.add_argument("--no-pack-gradients", action="store_true", help="encrypt g and h separately")
@@ -82,7 +149,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
                         help="1-TEE: passive parties send their bin assignments to the enclave once "
                              "instead of index sets per node (same information, fewer bytes)")
     out = parser.add_argument_group("output")
-    out.add_argument("--model-dir", type=Path, default=Path("teeboost-model"),
+    out.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR,
                      help="where each party's model file is written (default: ./teeboost-model)")
     out.add_argument("--transcript", type=Path, help="record the active party's view of the run to this file")
     out.add_argument("--checkpoint-dir", type=Path,
@@ -110,16 +177,30 @@ def _options(args: argparse.Namespace) -> ProtocolOptions:
                            onetee_bins_once=args.onetee_bins_once, allow_simulated_tee=args.allow_simulated_tee)
 
 
+def _categorical_in(args: argparse.Namespace, frame: pd.DataFrame) -> list[str]:
+    """The --categorical columns this file holds (each party's file holds some of them)."""
+    return [c for c in _split_names(args.categorical) if c in frame.columns]
+
+
+def _split_names(values: list[str] | None) -> list[str]:
+    return [name.strip() for value in values or [] for name in value.split(",") if name.strip()]
+
+
 def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]:
     if args.active_data or args.passive_data:
         if args.data or args.passive_columns:
             raise DataError("give either --data with --passive-columns, or --active-data with --passive-data")
         if not (args.active_data and args.passive_data and args.label):
             raise DataError("--active-data needs --label and at least one --passive-data")
-        active = PartyData.from_csv(args.active_data, id_column=args.id_column, label=args.label,
-                                    name="active", require_label=True)
-        passives = [PartyData.from_csv(path, id_column=args.id_column, name=f"passive-{i}")
-                    for i, path in enumerate(args.passive_data, start=1)]
+        active_frame = read_csv(args.active_data, id_column=args.id_column, sep=args.sep)
+        active = PartyData.from_frame(active_frame, id_column=args.id_column, label=args.label, name="active",
+                                      source=str(args.active_data), require_label=True,
+                                      categorical=_categorical_in(args, active_frame))
+        passives = []
+        for i, path in enumerate(args.passive_data, start=1):
+            frame = read_csv(path, id_column=args.id_column, sep=args.sep)
+            passives.append(PartyData.from_frame(frame, id_column=args.id_column, name=f"passive-{i}",
+                                                 source=str(path), categorical=_categorical_in(args, frame)))
         return active, passives
     if args.data is None:
         if args.label or args.passive_columns:
@@ -135,9 +216,10 @@ def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]
                              id_column=args.id_column, source=str(args.data))
     if not args.label or not args.passive_columns:
         raise DataError("--data needs --label and at least one --passive-columns A,B,...")
-    frame = read_csv(args.data, id_column=args.id_column)
+    frame = read_csv(args.data, id_column=args.id_column, sep=args.sep)
     groups = [[c.strip() for c in spec.split(",") if c.strip()] for spec in args.passive_columns]
-    return split_columns(frame, groups, label=args.label, id_column=args.id_column, source=str(args.data))
+    return split_columns(frame, groups, label=args.label, id_column=args.id_column, source=str(args.data),
+                         categorical=_categorical_in(args, frame))
 
 
 class _Progress:
@@ -150,9 +232,9 @@ class _Progress:
 
             from tqdm import tqdm
 
-            width = shutil.get_terminal_size((100, 20)).columns  # some terminals report 0 columns
-            self.bar = tqdm(total=total, unit="tree", file=sys.stderr, desc="training", leave=False, ncols=width,
-                            mininterval=0)  # redraw on every tree: trees are slow
+            size = shutil.get_terminal_size((100, 20))  # some terminals report 0 columns and rows
+            self.bar = tqdm(total=total, unit="tree", file=sys.stderr, desc="training", leave=False, ncols=size.columns,
+                            nrows=size.lines, mininterval=0)  # redraw on every tree: trees are slow
 
     def __call__(self, item: TreeProgress) -> None:
         if self.bar is not None:
@@ -161,6 +243,12 @@ class _Progress:
                 postfix["valid"] = f"{item.valid_metric:.4f}"
             self.bar.set_postfix(postfix)
             self.bar.update(1)
+
+    def phase(self, text: str) -> None:
+        """A slow step within a tree (key generation, encryption) names itself, so the bar
+        never sits silent for seconds."""
+        if self.bar is not None:
+            self.bar.set_description_str(f"training: {text}")
 
     def close(self) -> None:
         if self.bar is not None:
@@ -176,7 +264,8 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
     params = _params(args)
     options = _options(args)
     active, passives = _load_parties(args)
-    passives_aligned = align_parties(active, passives)
+    active, passives_aligned = match_rows(active, passives, args.align)
+    check_distinct_feature_names([active, *passives_aligned])
     train_rows, test_rows = train_test_rows(active.n_rows, args.test_size, params.random_state)
     validation = None
     if params.early_stopping_rounds is not None:
@@ -193,7 +282,7 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
         model, run = train_local(
             active.take(train_rows), [p.take(train_rows) for p in passives_aligned], params, args.protocol,
             validation=validation, transcript=args.transcript, on_tree=progress, options=options,
-            checkpoint_dir=checkpoints, resume=args.resume,
+            checkpoint_dir=checkpoints, resume=args.resume, on_phase=progress.phase,
         )
     finally:
         progress.close()
@@ -230,9 +319,35 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
     }
     if run.enclaves:
         report["enclaves"] = run.enclaves
-    if args.protocol != "plain":
-        report["options"] = options.to_dict()
+    protection = protection_report(args.protocol, options)
+    report["protection"] = protection["protection"]
+    if protection["options"]:
+        report["options"] = protection["options"]
+    if params.early_stopping_rounds is not None:
+        report.update(_early_stopping(params, run, model))
     return report
+
+
+def _early_stopping(params: BoostParams, run: TrainingRun, model: FederatedModel) -> dict[str, Any]:
+    """Whether early stopping ended the run before --n-trees rounds, and the best round (from
+    0, as in the model file) the model was cut back to: fewer trees than asked for, unexplained,
+    look like a bug."""
+    rounds_run = 1 + max((t.round_index for t in run.trees), default=-1)
+    best_round = model.active.ensemble.best_round
+    return {"early_stopping_rounds": params.early_stopping_rounds, "stopped_early": rounds_run < params.n_trees,
+            "rounds_run": rounds_run, "best_round": None if best_round is None else int(best_round)}
+
+
+def _print_early_stopping(report: dict[str, Any]) -> None:
+    if "stopped_early" not in report:
+        return
+    kept = "" if report["best_round"] is None else \
+        f"; kept the {report['best_round'] + 1} rounds up to the best validation {report['metric']}"
+    if report["stopped_early"]:
+        print(f"early stopping  stopped after {report['rounds_run']} rounds: validation {report['metric']} "
+              f"did not improve for {report['early_stopping_rounds']} rounds{kept}")
+    else:
+        print(f"early stopping  did not stop the run: all {report['rounds_run']} rounds ran{kept}")
 
 
 def _print_report(report: dict[str, Any]) -> None:
@@ -241,7 +356,7 @@ def _print_report(report: dict[str, Any]) -> None:
     if report.get("enclaves"):
         print(f"enclaves        {report['enclaves']}")
     print(f"objective       {report['objective']}  ({report['n_samples']} training rows, {report['n_test']} held out)")
-    for name, columns in report["parties"].items():
+    for name, columns in report.get("parties", {}).items():  # a deployed party knows only its own columns
         print(f"  {name:<13} {len(columns)} features: {', '.join(columns)}")
     print(f"trees           {report['n_trees']}")
     print(f"held-out {report['metric']:<6} {value}")
@@ -252,8 +367,14 @@ def _print_report(report: dict[str, Any]) -> None:
           f"{report['bytes']['active_to_passive']:,} active->passive, "
           f"{report['bytes']['passive_to_active']:,} passive->active ({report['messages']} messages)")
     print(f"model files     {', '.join(report['model_files'])}")
-    if report["transcript"]:
+    if report.get("transcript"):
         print(f"transcript      {report['transcript']}")
+    if report.get("psi"):  # deployed runs: ids aligned by PSI over the network
+        psi = report["psi"]
+        print(f"PSI             {psi['intersection']} shared rows of {psi['active_ids']} active ids, "
+              f"{psi['seconds']:.2f} s, {psi['bytes']:,} bytes")
+    if report.get("transport"):
+        print(f"transport       {report['transport'].replace('grpc', 'gRPC')}, {report['tls']}")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -262,6 +383,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(report))
     else:
         _print_report(report)
+        _print_early_stopping(report)
     return 0
 
 
@@ -276,7 +398,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
               f"({summary['bytes_total']:,} bytes of routing questions on the wire)")
         return 0
     if args.model_dir is None:
-        raise DataError("give --model-dir (a local model) or --config (the active party's config, parties online)")
+        args.model_dir = DEFAULT_MODEL_DIR
+        if not args.model_dir.exists():
+            raise DataError(f"no model in {args.model_dir}, where 'teeboost train' writes one by default: train "
+                            "first, or give --model-dir (a local model) or --config (the active party's config, "
+                            "parties online)")
     model = FederatedModel.load(args.model_dir, ProtocolOptions(allow_simulated_tee=args.allow_simulated_tee))
     id_column = model.active.id_column
     frame = read_csv(args.data, id_column=id_column)
@@ -286,9 +412,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     drop = [c for c in (model.active.label,) if c is not None and c in frame.columns]
     features = frame.drop(columns=drop)
     active = PartyData.from_frame(features[[c for c in features.columns if c in model.active.feature_names or c == id_column]],
-                                  id_column=id_column, name="active", source=source, check_constant=False)
+                                  id_column=id_column, name="active", source=source)
     passives = [PartyData.from_frame(features[[c for c in features.columns if c in m.feature_names or c == id_column]],
-                                     id_column=id_column, name=m.name, source=source, check_constant=False)
+                                     id_column=id_column, name=m.name, source=source)
                 for m in model.passives]
     active_x, passive_x = party_features(model, active, passives)
     margin, traffic = model.predict_margin(active_x, passive_x)
@@ -339,6 +465,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"{'protocol':<12} {report['metric']:>8} {'train s':>8} {'bytes':>12}")
     for report in reports:
         print(f"{report['protocol']:<12} {report['value']:>8.4f} {report['train_seconds']:>8.3f} {report['bytes_total']:>12,}")
+    return 0
+
+
+def _cmd_example_data(args: argparse.Namespace) -> int:
+    from .deploy.example_data import write_example_data
+
+    written = write_example_data(args.out, args.passive_parties, rows=args.rows, new_rows=args.new_rows,
+                                 force=args.force)
+    for name, path in written.items():
+        frame = pd.read_csv(path)
+        what = ("new rows for the active party to score (no label; every passive party holds them too)"
+                if name == "new" else f"party {name!r}")
+        print(f"wrote {path}: {what}, {len(frame):,} rows, columns {', '.join(frame.columns)}")
     return 0
 
 
@@ -408,8 +547,9 @@ def _cmd_tee_identity(args: argparse.Namespace) -> int:
     from .tee.identity import PartyIdentity
 
     if args.out.exists() or args.out.is_symlink():
-        raise ConfigError(f"{args.out} already exists; an identity key is never replaced (delete it first if you "
-                          "really mean to re-key this party, then update every party's [tee] identities)")
+        raise ConfigError(f"{args.out} already exists; an identity key is never replaced (`teeboost tee public-key "
+                          f"{args.out}` prints its public key; delete it first only if you really mean to re-key "
+                          "this party, then update every party's [tee] identities)")
     identity = PartyIdentity.generate()
     identity.save(args.out)
     print(identity.public_key.hex())
@@ -489,7 +629,21 @@ def _cmd_attestation_verify(args: argparse.Namespace) -> int:
 def _cmd_tee_platform(args: argparse.Namespace) -> int:
     from .tee.simulated import SimulatedPlatform
 
+    existed = args.out.exists()
     print(SimulatedPlatform.load_or_create(args.out).attestation_root.hex())
+    print(f"{args.out}: {'an existing' if existed else 'a new'} simulated platform (keep it on this host); the "
+          "key printed is its public key, for every party's [tee] trusted_roots", file=sys.stderr)
+    return 0
+
+
+def _cmd_tee_public_key(args: argparse.Namespace) -> int:
+    from .tee.key_files import public_key_of
+
+    kind, key = public_key_of(args.file)
+    print(key.hex())
+    where = "trusted_roots" if kind == "platform" else "identities (at this party's index)"
+    print(f"{args.file}: a {kind} file; the key printed is its public key, for every party's [tee] {where}",
+          file=sys.stderr)
     return 0
 
 
@@ -504,7 +658,8 @@ def _cmd_party(args: argparse.Namespace) -> int:
     if config.role == "passive":
         from .deploy.passive import serve_passive
 
-        serve_passive(config, ready_file=args.ready_file)
+        served = serve_passive(config, ready_file=args.ready_file)
+        print(json.dumps(served) if args.json else _passive_summary(served, args.config))
         return 0
     from .deploy.active import run_training, shutdown_peers
 
@@ -520,12 +675,22 @@ def _cmd_party(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        report.setdefault("parties", {})
         _print_report(report)
-        psi = report["psi"]
-        print(f"PSI             {psi['intersection']} shared rows of {psi['active_ids']} active ids, "
-              f"{psi['seconds']:.2f} s, {psi['bytes']:,} bytes")
+        print(f"audit log       {config.audit_log}")
     return 0
+
+
+def _passive_summary(served: dict[str, Any], config: Path) -> str:
+    """What a passive party served, printed when it stops."""
+    runs = f"{served['runs']} trained" + (f" ({', '.join(served['protocols'])})" if served["protocols"] else "")
+    return "\n".join([
+        f"party           {served['party']} (passive {served['index']}) stopped; it listened on {served['address']}",
+        f"runs            {runs}",
+        f"predictions     {served['prediction_batches']} batch(es), {served['prediction_rows']} rows",
+        f"refusals        {served['refusals']}",
+        f"model dir       {served['model_dir']}",
+        f"audit log       {served['audit_log']}  (teeboost audit show --config {config})",
+    ])
 
 
 def _print_spread(reports: list[dict]) -> None:
@@ -582,7 +747,7 @@ def _cmd_attack(args: argparse.Namespace) -> int:
             frame = frame.drop(columns=[id_column])
         for name in frame.columns:
             aux[str(name)] = PartyData.from_frame(frame[[name]], source=str(args.aux),
-                                                  check_constant=False).features[:, 0]
+                                                  ).features[:, 0]
 
     def show(report: dict) -> None:
         if args.json:
@@ -697,27 +862,43 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="teeboost", description="Vertical federated gradient boosting.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                        help="print teeboost's version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     train = sub.add_parser("train", help="train a model across parties (all in this process)")
     _add_training_options(train)
     train.set_defaults(func=_cmd_train)
     predict = sub.add_parser("predict", help="predict with a saved model (one prediction per input row)")
-    predict.add_argument("--model-dir", type=Path, help="a locally trained model (all parties' files)")
+    predict.add_argument("--model-dir", type=Path,
+                         help=f"a locally trained model (all parties' files; default: {DEFAULT_MODEL_DIR}, where "
+                              "train writes it)")
     predict.add_argument("--config", type=Path, help="the active party's config: predict with parties online")
     predict.add_argument("--data", type=Path, required=True, help="CSV with every party's columns")
     predict.add_argument("--output", type=Path, required=True, help="CSV to write")
     predict.add_argument("--allow-simulated-tee", action="store_true",
                          help="strict models: route between simulated enclaves (no hardware protection)")
-    predict.add_argument("--json", action="store_true")
+    predict.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     predict.set_defaults(func=_cmd_predict)
     demo = sub.add_parser("demo", help="every party as its own process over gRPC+mTLS: PSI, all protocols, "
                                        "prediction, one report")
     demo.add_argument("--workdir", type=Path, help="where the demo writes data, certificates, models "
                                                    "(default: a new temporary directory)")
     demo.add_argument("--in-memory", action="store_true", help="run all parties in this process instead")
-    demo.add_argument("--model-dir", type=Path, default=Path("teeboost-demo"), help="with --in-memory")
-    demo.add_argument("--json", action="store_true")
+    demo.add_argument("--model-dir", type=Path, default=Path("teeboost-demo"),
+                      help="with --in-memory: where each protocol's model is written")
+    demo.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     demo.set_defaults(func=_cmd_demo)
+    example = sub.add_parser("example-data", help="write the bundled Give Me Some Credit sample as each party's own "
+                                                  "CSV (ids partly shared) and new rows to score, to try a "
+                                                  "federation across processes")
+    example.add_argument("--out", type=Path, required=True, help="directory for active.csv, passive-1.csv, ... "
+                                                                 "and new.csv")
+    example.add_argument("--rows", type=int, help="use only the first N rows of the sample (default: all 19,999)")
+    example.add_argument("--passive-parties", type=int, default=1, help="split the passive columns among K parties")
+    example.add_argument("--new-rows", type=int, default=200,
+                         help="customers taken out of active.csv (label dropped) into new.csv, for predict")
+    example.add_argument("--force", action="store_true", help="replace files already there")
+    example.set_defaults(func=_cmd_example_data)
     attack = sub.add_parser("attack", help="leakage-abuse attack: what the active party can guess of passive values")
     _add_training_options(attack)
     attack.add_argument("--target", action="append", required=True, metavar="FEATURE:TOL,TOL,...",
@@ -742,18 +923,23 @@ def _parser() -> argparse.ArgumentParser:
                              "to know (names groups of anonymous cuts; 0: blind)")
     attack.set_defaults(func=_cmd_attack)
     bench = sub.add_parser("bench", help="protocols side by side over sample sizes (resumable), CSV, plots, report")
-    bench.add_argument("--rows", type=int, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 150_000])
+    bench.add_argument("--rows", type=_row_count, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 150_000],
+                       metavar="N", help="training sample sizes, e.g. 1e4 2e4 5e4")
     bench.add_argument("--protocols", nargs="+", default=["xgboost", "plain", "secureboost", "ntee", "onetee", "strict"],
-                       choices=["xgboost", "plain", "secureboost", "ntee", "onetee", "strict"])
-    bench.add_argument("--n-trees", type=int, default=5)
-    bench.add_argument("--passive-parties", type=int, default=1)
+                       choices=["xgboost", "plain", "secureboost", "ntee", "onetee", "strict"],
+                       help="protocols to compare (xgboost: centralised, the floor)")
+    bench.add_argument("--n-trees", type=int, default=5, help="trees per run")
+    bench.add_argument("--passive-parties", type=int, default=1, help="split the passive columns among this many parties")
     bench.add_argument("--extra-features", type=int, default=0, help="add noisy copies of passive columns")
-    bench.add_argument("--scheme", choices=("paillier", "ou"), default="paillier")
+    bench.add_argument("--scheme", choices=("paillier", "ou"), default="paillier",
+                       help="homomorphic scheme of the secureboost runs")
     bench.add_argument("--scale", action="store_true", help="also the TEE-only scale run (to 1e6 samples)")
-    bench.add_argument("--scale-rows", type=int, nargs="+", default=[250_000, 500_000, 1_000_000])
+    bench.add_argument("--scale-rows", type=_row_count, nargs="+", default=[250_000, 500_000, 1_000_000],
+                       metavar="N", help="sample sizes of the scale run, e.g. 2.5e5 5e5 1e6")
     bench.add_argument("--with-secureboost", action="store_true", help="include SecureBoost in the scale run")
     bench.add_argument("--timeout", type=float, default=3600.0, help="seconds per point")
-    bench.add_argument("--out", type=Path, default=Path("teeboost-bench"))
+    bench.add_argument("--out", type=Path, default=Path("teeboost-bench"),
+                       help="directory of results (kept between runs: a sweep resumes) and plots")
     bench.add_argument("--report", type=Path, help="write the markdown reproduction report here")
     bench.set_defaults(func=_cmd_bench)
     certs = sub.add_parser("certs", help="TLS certificates: a federation CA, and per-party keys that stay with "
@@ -797,7 +983,7 @@ def _parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_cmd_audit_show)
     party = sub.add_parser("party", help="run one party from its config (the active party drives; "
                                          "passive parties serve)")
-    party.add_argument("--config", type=Path, required=True)
+    party.add_argument("--config", type=Path, required=True, help="this party's TOML config")
     party.add_argument("--protocol", choices=_CONTRACT_PROTOCOLS, help="active: override [training] protocol")
     party.add_argument("--transcript", type=Path, help="active: record its view of the run")
     party.add_argument("--ready-file", type=Path, help="passive: write host:port here once listening")
@@ -806,7 +992,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="active: continue the interrupted run from every party's checkpoint")
     party.add_argument("--allow-simulated-tee", action="store_true",
                        help="accept simulated enclaves and quotes (as [tee] allow_simulated = true)")
-    party.add_argument("--json", action="store_true")
+    party.add_argument("--json", action="store_true", help="active: print exactly one JSON object on stdout")
     party.set_defaults(func=_cmd_party)
     tee = sub.add_parser("tee", help="enclave set-up: a party's identity key, a simulated platform")
     tee_sub = tee.add_subparsers(dest="tee_command", required=True)
@@ -818,6 +1004,10 @@ def _parser() -> argparse.ArgumentParser:
                                                    "attestation public key for every party's [tee] trusted_roots")
     platform.add_argument("--out", type=Path, required=True, help="platform file (created if missing)")
     platform.set_defaults(func=_cmd_tee_platform)
+    public_key = tee_sub.add_parser("public-key", help="print the public key of a platform file (for [tee] "
+                                                       "trusted_roots) or of an identity key (for [tee] identities)")
+    public_key.add_argument("file", type=Path, help="a platform file or an identity key file")
+    public_key.set_defaults(func=_cmd_tee_public_key)
     attestation = sub.add_parser("attestation", help="hardware attestation: verify SGX/TDX DCAP quotes")
     attestation_sub = attestation.add_subparsers(dest="attestation_command", required=True)
     verify = attestation_sub.add_parser("verify", help="verify a DCAP quote against Intel collateral and a policy")
@@ -839,9 +1029,21 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--allow-unpinned-rtmrs", action="store_true",
                         help="accept a TDX quote whatever RTMR1-3 hold (they measure kernel and workload)")
     verify.add_argument("--report-data", metavar="HEX", help="report data the quote must carry (exactly 64 bytes)")
-    verify.add_argument("--json", action="store_true")
+    verify.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     verify.set_defaults(func=_cmd_attestation_verify)
+    for command in _all_parsers(parser):
+        command.formatter_class = _DefaultsHelpFormatter
     return parser
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every subcommand's parser, depth first (``certs sign`` included)."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += _all_parsers(child)
+    return found
 
 
 _DEMO_DEFAULTS = argparse.Namespace()
@@ -856,10 +1058,24 @@ def _init_demo_defaults() -> None:
 _init_demo_defaults()
 
 
+def _show_data_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Data adjustments (dropped columns, intersected rows) as one plain line each."""
+    if issubclass(category, DataWarning):
+        print(f"teeboost: warning: {message}", file=sys.stderr)
+    else:
+        _default_showwarning(message, category, filename, lineno, file, line)
+
+
+_default_showwarning = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", DataWarning)
+            warnings.showwarning = _show_data_warning
+            return args.func(args)
     except TeeboostError as exc:
         print(f"teeboost: error: {exc}", file=sys.stderr)
         return 2

@@ -7,56 +7,128 @@ as strings, so "0042" in one file and "0042" in another match however each was t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .categories import CategoricalColumn, Vocabulary, check_vocabulary_size
 from .errors import DataError
 
-__all__ = ["PartyData", "read_csv", "split_columns", "align_parties", "train_test_rows"]
+__all__ = ["PartyData", "DataWarning", "read_csv", "split_columns", "align_parties", "train_test_rows",
+           "drop_unusable_columns", "check_distinct_feature_names", "match_rows", "ALIGN_MODES"]
 
 
-def read_csv(path: str | Path, *, id_column: str | None = None) -> pd.DataFrame:
-    """Read a CSV with ``NA``/empty as missing; ids are kept as text."""
+class DataWarning(UserWarning):
+    """Something in the data was adjusted (columns dropped, rows left out); training goes on."""
+
+
+def read_csv(path: str | Path, *, id_column: str | None = None, sep: str | None = None) -> pd.DataFrame:
+    """Read a CSV with ``NA``/empty as missing; ids are kept as text. Without ``sep`` the
+    delimiter (comma, semicolon, tab or pipe) is sniffed from the first lines."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    if sep is None:
+        sep = sniff_separator(path)
     try:
-        frame = pd.read_csv(path, dtype={id_column: str} if id_column else None,
+        frame = pd.read_csv(path, sep=sep, dtype={id_column: str} if id_column else None,
                             keep_default_na=True)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not a readable CSV file ({exc})") from None
+        raise DataError(f"{path}: not a readable CSV file ({exc}); if its columns are separated by something "
+                        "other than a comma, give --sep") from None
+    if frame.shape[1] == 1 and frame.shape[0] > 0:
+        (only,) = frame.columns
+        for other in (";", "\t", "|"):
+            if other in str(only):
+                raise DataError(f"{path}: one column {str(only)[:60]!r} was read; the file seems separated by "
+                                f"{other!r}: give --sep {other!r}")
     return frame
 
 
-def _numeric_column(column: pd.Series, source: str) -> np.ndarray:
-    """Column -> float64; names the first value that is not a number. Infinities are
-    refused (they are almost always a division by zero upstream); finite values of any
-    magnitude are fine, since bins are ranks and thresholds are data values."""
-    if pd.api.types.is_bool_dtype(column):
-        return column.to_numpy(dtype=np.float64)
-    if pd.api.types.is_numeric_dtype(column):
-        values = column.to_numpy(dtype=np.float64, na_value=np.nan)
-    else:
-        converted = pd.to_numeric(column, errors="coerce")
-        bad = converted.isna() & column.notna()
-        if bad.any():
-            position = int(np.flatnonzero(bad.to_numpy())[0])
-            raise DataError(
-                f"{source}: column {column.name!r} has non-numeric value "
-                f"{column.iloc[position]!r} in data row {position + 1}"
-            )
-        values = converted.to_numpy(dtype=np.float64, na_value=np.nan)
+def sniff_separator(path: Path) -> str:
+    """The delimiter of a CSV file, from its first lines: the candidate that splits every
+    line into the same number (> 1) of fields, preferring the comma."""
+    if path.suffix in (".gz", ".bz2", ".xz", ".zip", ".zst"):
+        return ","  # compressed: pandas reads it; the comma is the convention
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        lines = [line.rstrip("\r\n") for _, line in zip(range(20), handle) if line.strip()]
+    if not lines:
+        return ","
+    best, best_fields = ",", 1
+    for candidate in (",", ";", "\t", "|"):
+        fields = {len(_split_line(line, candidate)) for line in lines}
+        if len(fields) == 1 and (n := fields.pop()) > best_fields:
+            best, best_fields = candidate, n
+    return best
+
+
+def _split_line(line: str, separator: str) -> list[str]:
+    """Fields of one CSV line, quotes respected."""
+    import csv
+    return next(csv.reader([line], delimiter=separator))
+
+
+def _infinite_check(values: np.ndarray, column: pd.Series, source: str) -> np.ndarray:
+    """Infinities are refused (they are almost always a division by zero upstream); finite
+    values of any magnitude are fine, since bins are ranks and thresholds are data values."""
     infinite = np.isinf(values)
     if infinite.any():
         position = int(np.flatnonzero(infinite)[0])
         raise DataError(f"{source}: column {column.name!r} has infinite value {values[position]} in data row "
                         f"{position + 1} (leave the cell empty if the value is missing)")
     return values
+
+
+def _looks_like_dates(text: pd.Series) -> bool:
+    """Text such as '2024-01-31' or '31/01/2024 10:00' that pandas reads as dates."""
+    sample = text.dropna().astype(str).head(200)
+    if sample.empty or not sample.str.contains(r"\d[-/.:]\d", regex=True).all():
+        return False
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parsed = pd.to_datetime(sample, errors="coerce", format="mixed")
+    return bool(parsed.notna().all())
+
+
+def _read_column(column: pd.Series, source: str, categorical: bool) -> np.ndarray | CategoricalColumn:
+    """One feature column -> float64 values, or a categorical column. Text is a category
+    unless every value is a number; a column of numbers with a stray word or two is refused
+    (more likely a typo than categories); dates are refused with a hint."""
+    name = column.name
+    if pd.api.types.is_datetime64_any_dtype(column) or pd.api.types.is_timedelta64_dtype(column):
+        raise DataError(f"{source}: column {name!r} holds dates or times; convert it to a number "
+                        "(e.g. days since some date, or the month) or drop it")
+    if categorical or isinstance(column.dtype, pd.CategoricalDtype):
+        return CategoricalColumn.from_series(column)
+    if pd.api.types.is_bool_dtype(column):
+        return column.to_numpy(dtype=np.float64)
+    if pd.api.types.is_numeric_dtype(column):
+        return _infinite_check(column.to_numpy(dtype=np.float64, na_value=np.nan), column, source)
+    present = column.notna()
+    text = column[present].astype(str).str.strip()
+    converted = pd.to_numeric(text, errors="coerce")
+    bad = converted.isna() & (text != "")
+    if not bad.any():
+        values = pd.to_numeric(column.where(present & (column.astype(str).str.strip() != "")), errors="coerce")
+        return _infinite_check(values.to_numpy(dtype=np.float64, na_value=np.nan), column, source)
+    if _looks_like_dates(text):
+        example = text[bad].iloc[0]
+        raise DataError(f"{source}: column {name!r} holds dates (e.g. {example!r}); convert it to a number "
+                        "(e.g. days since some date, or the month) or drop it")
+    if bad.sum() <= max(1, 0.01 * text.size) and text.size >= 20:
+        position = int(np.flatnonzero((column.notna() & column.astype(str).str.strip().pipe(
+            lambda t: pd.to_numeric(t, errors="coerce").isna() & (t != ""))).to_numpy())[0])
+        raise DataError(
+            f"{source}: column {name!r} holds numbers but also non-numeric value {column.iloc[position]!r} "
+            f"in data row {position + 1}; fix the value, or declare the column categorical "
+            f"(--categorical {name}, categorical=[{name!r}])"
+        )
+    return CategoricalColumn.from_series(column)
 
 
 def _same_number_hint(mine: np.ndarray, theirs: np.ndarray) -> str:
@@ -87,10 +159,53 @@ class PartyData:
     ids: np.ndarray | None = None  # str ids, unique
     labels: np.ndarray | None = None  # raw label values (numeric or text)
     label_name: str | None = None
+    # categorical features: their text (to code them again) and the vocabulary coding them
+    # in ``features`` (category codes 0, 1, ... as floats, most frequent first)
+    categorical: dict[str, CategoricalColumn] = field(default_factory=dict, compare=False)
+    vocabularies: dict[str, Vocabulary] = field(default_factory=dict, compare=False)
 
     @property
     def n_rows(self) -> int:
         return self.features.shape[0]
+
+    @property
+    def categorical_mask(self) -> np.ndarray:
+        """Per feature: category codes (True) or numbers."""
+        return np.array([n in self.vocabularies for n in self.feature_names], dtype=bool)
+
+    def with_vocabularies(self, vocabularies: dict[str, Vocabulary]) -> "PartyData":
+        """The same rows with the named features coded by these vocabularies (a model's, so
+        that prediction codes categories as training did); other features unchanged."""
+        if not vocabularies:
+            return self
+        features = self.features.copy()
+        categorical = dict(self.categorical)
+        for j, name in enumerate(self.feature_names):
+            if name not in vocabularies:
+                continue
+            column = categorical.get(name)
+            if column is None:  # read as numbers here: name them as training named numbers
+                column = CategoricalColumn.from_series(pd.Series(self.features[:, j], name=name))
+                categorical[name] = column
+            features[:, j] = vocabularies[name].codes(column)
+        merged = {**{n: v for n, v in self.vocabularies.items() if n not in vocabularies},
+                  **{n: v for n, v in vocabularies.items() if n in self.feature_names}}
+        return replace(self, features=features, categorical=categorical, vocabularies=merged)
+
+    def conform(self, feature_names: list[str], vocabularies: dict[str, Vocabulary], who: str) -> "PartyData":
+        """These rows as a model expects them: its features, by name and in its order, with
+        categories coded by its vocabularies (extra columns are ignored)."""
+        missing = [n for n in feature_names if n not in self.feature_names]
+        if missing:
+            raise DataError(f"{self.source}: {who} needs column(s) {', '.join(map(repr, missing))}")
+        return self.with_vocabularies(vocabularies).select(list(feature_names))
+
+    def select(self, names: list[str]) -> "PartyData":
+        """Only the named features, in that order."""
+        position = {n: i for i, n in enumerate(self.feature_names)}
+        return replace(self, features=self.features[:, [position[n] for n in names]], feature_names=tuple(names),
+                       categorical={n: c for n, c in self.categorical.items() if n in names},
+                       vocabularies={n: v for n, v in self.vocabularies.items() if n in names})
 
     @classmethod
     def from_frame(
@@ -102,8 +217,11 @@ class PartyData:
         name: str = "party",
         source: str | None = None,
         require_label: bool = False,
-        check_constant: bool = True,
+        categorical: list[str] | tuple[str, ...] = (),
     ) -> "PartyData":
+        """Validated columns of a DataFrame. Text columns (and pandas categoricals, and the
+        columns named in ``categorical``) become categorical features; constant columns are
+        kept here and dropped, with a warning, only when training (one row is constant)."""
         source = source or f"party {name!r}"
         if frame.shape[0] == 0:
             raise DataError(f"{source}: no data rows")
@@ -120,19 +238,24 @@ class PartyData:
             raise DataError(f"{source}: no feature columns besides the id and label columns")
         if len(set(feature_names)) != len(feature_names):
             raise DataError(f"{source}: duplicate column names")
+        unknown = [c for c in categorical if c not in feature_names]
+        if unknown:
+            raise DataError(f"{source}: categorical column(s) {', '.join(map(repr, unknown))} not among the "
+                            f"feature columns ({', '.join(feature_names)})")
         frame = frame.copy()
         frame.columns = columns
-        features = np.column_stack([_numeric_column(frame[c], source) for c in feature_names])
-        if check_constant:
-            for j, column in enumerate(feature_names):
-                present = features[~np.isnan(features[:, j]), j]
-                if present.size == 0:
-                    raise DataError(f"{source}: column {column!r} is empty (every value is missing); drop it")
-                if present.min() == present.max():
-                    raise DataError(
-                        f"{source}: column {column!r} is constant ({present[0]:g} in every row "
-                        "that has a value); it cannot be split on, drop it"
-                    )
+        features = np.empty((frame.shape[0], len(feature_names)), dtype=np.float64)
+        text_columns: dict[str, CategoricalColumn] = {}
+        vocabularies: dict[str, Vocabulary] = {}
+        for j, column in enumerate(feature_names):
+            values = _read_column(frame[column], source, column in categorical)
+            if isinstance(values, CategoricalColumn):
+                if column not in categorical:
+                    check_vocabulary_size(column, values, source, frame.shape[0])
+                text_columns[column] = values
+                vocabularies[column] = Vocabulary.fit(values)
+                values = vocabularies[column].codes(values)
+            features[:, j] = values
         ids = None
         if id_column is not None:
             raw_ids = frame[id_column]
@@ -150,7 +273,7 @@ class PartyData:
         labels = None
         if label is not None:
             labels = cls._check_labels(frame[label], source)
-        return cls(name, source, features, tuple(feature_names), ids, labels, label)
+        return cls(name, source, features, tuple(feature_names), ids, labels, label, text_columns, vocabularies)
 
     @staticmethod
     def _check_labels(column: pd.Series, source: str) -> np.ndarray:
@@ -180,10 +303,12 @@ class PartyData:
         label: str | None = None,
         name: str = "party",
         require_label: bool = False,
+        sep: str | None = None,
+        categorical: list[str] | tuple[str, ...] = (),
     ) -> "PartyData":
-        frame = read_csv(path, id_column=id_column)
+        frame = read_csv(path, id_column=id_column, sep=sep)
         return cls.from_frame(frame, id_column=id_column, label=label, name=name,
-                              source=str(path), require_label=require_label)
+                              source=str(path), require_label=require_label, categorical=categorical)
 
     def take(self, rows: np.ndarray) -> "PartyData":
         """The same party restricted to ``rows`` (in that order)."""
@@ -192,6 +317,7 @@ class PartyData:
             features=self.features[rows],
             ids=None if self.ids is None else self.ids[rows],
             labels=None if self.labels is None else self.labels[rows],
+            categorical={n: c.take(rows) for n, c in self.categorical.items()},
         )
 
 
@@ -202,6 +328,7 @@ def split_columns(
     label: str,
     id_column: str | None = None,
     source: str = "<DataFrame>",
+    categorical: list[str] | tuple[str, ...] = (),
 ) -> tuple[PartyData, list[PartyData]]:
     """One joined table -> the active party (label + remaining columns) and passive parties."""
     columns = [str(c) for c in frame.columns]
@@ -231,10 +358,11 @@ def split_columns(
     keep = [id_column] if id_column else []
     active_columns = [c for c in columns if c not in taken]
     active = PartyData.from_frame(frame[active_columns], id_column=id_column, label=label,
-                                  name="active", source=f"{source} (active party)", require_label=True)
+                                  name="active", source=f"{source} (active party)", require_label=True,
+                                  categorical=[c for c in categorical if c in active_columns and c != label])
     passives = [
         PartyData.from_frame(frame[keep + group], id_column=id_column, name=f"passive-{i}",
-                             source=f"{source} (passive party {i})")
+                             source=f"{source} (passive party {i})", categorical=[c for c in categorical if c in group])
         for i, group in enumerate(passive_columns, start=1)
     ]
     return active, passives
@@ -277,6 +405,63 @@ def align_parties(active: PartyData, passives: list[PartyData]) -> list[PartyDat
     return aligned
 
 
+ALIGN_MODES = ("auto", "id", "intersect", "position")
+
+
+def match_rows(active: PartyData, passives: list[PartyData], how: str = "auto") -> tuple[PartyData, list[PartyData]]:
+    """Every party's rows in one order, so that row i is the same customer everywhere.
+
+    ``id``: all parties hold the same ids; ``intersect``: keep the ids every party holds (a
+    local stand-in for private set intersection), saying how many; ``position``: row i is
+    row i (the user says so). ``auto``: by id when there are id columns (intersecting when
+    the id sets differ), else by position, unless two parties share a column name: that is
+    usually a forgotten id column, and matching by position would silently pair strangers.
+    """
+    if how not in ALIGN_MODES:
+        raise DataError(f"--align {how!r} must be one of {', '.join(ALIGN_MODES)}")
+    have_ids = [p.ids is not None for p in [active, *passives]]
+    if how == "position" or (how == "auto" and not any(have_ids)):
+        if how == "auto":
+            _refuse_shared_columns(active, passives)
+        for party in passives:
+            if party.n_rows != active.n_rows:
+                raise DataError(f"{party.source}: {party.n_rows} rows, but the active party has {active.n_rows} "
+                                "(rows are matched by position)")
+        return active, passives
+    if not all(have_ids):
+        missing = [p for p, has in zip([active, *passives], have_ids) if not has]
+        raise DataError(f"{missing[0].source}: no id column; matching rows by id needs one in every party's data "
+                        "(give --id, or --align position if row i is the same customer in every file)")
+    if how == "id":
+        return active, align_parties(active, passives)
+    common = pd.Index(active.ids)
+    for party in passives:
+        common = common.intersection(pd.Index(party.ids), sort=False)
+    if common.size == active.n_rows and all(p.n_rows == common.size for p in passives):
+        return active, align_parties(active, passives)
+    if common.size == 0:
+        raise DataError(f"no id is held by every party ({active.source}: {active.n_rows} ids, "
+                        + ", ".join(f"{p.source}: {p.n_rows}" for p in passives) + ")"
+                        + (_same_number_hint(passives[0].ids, active.ids) if passives else ""))
+    import warnings
+    warnings.warn(f"aligned by id: {common.size:,} rows have ids held by every party and are used (active party: "
+                  f"{common.size:,} of {active.n_rows:,}; "
+                  + ", ".join(f"{p.name}: {common.size:,} of {p.n_rows:,}" for p in passives) + ")",
+                  DataWarning, stacklevel=2)
+    active = active.take(np.sort(pd.Index(active.ids).get_indexer(common)))
+    return active, [party.take(pd.Index(party.ids).get_indexer(active.ids)) for party in passives]
+
+
+def _refuse_shared_columns(active: PartyData, passives: list[PartyData]) -> None:
+    for party in passives:
+        shared = [n for n in party.feature_names if n in active.feature_names]
+        if shared:
+            raise DataError(
+                f"{party.source}: column {shared[0]!r} is also in the active party's data ({active.source}); "
+                f"if it is the row id, give --id {shared[0]} (id_column=...), so rows are matched by id; "
+                "if row i is the same customer in every file, say --align position (and rename the column)")
+
+
 def train_test_rows(n_rows: int, test_size: float, random_state: int) -> tuple[np.ndarray, np.ndarray]:
     """Random held-out split of aligned row positions (sorted within each part)."""
     if not 0.0 <= test_size < 1.0:
@@ -287,3 +472,52 @@ def train_test_rows(n_rows: int, test_size: float, random_state: int) -> tuple[n
     if test_size > 0 and (n_test == 0 or n_test == n_rows):
         raise DataError(f"test_size={test_size} leaves no rows to train or test on ({n_rows} rows)")
     return np.sort(order[n_test:]), np.sort(order[:n_test])
+
+
+def unusable_columns(party: PartyData) -> dict[str, str]:
+    """Columns no split can use: every value missing, or one value in every row."""
+    found = {}
+    for j, name in enumerate(party.feature_names):
+        column = party.features[:, j]
+        missing = np.isnan(column)
+        if missing.all():
+            found[name] = "every value missing"
+        elif not missing.any() and np.all(column == column[0]):
+            shown = party.vocabularies[name].names[int(column[0])] if name in party.vocabularies else f"{column[0]:g}"
+            found[name] = f"constant {shown!r}" if name in party.vocabularies else f"constant {shown}"
+    return found
+
+
+def drop_unusable_columns(parties: list[PartyData]) -> list[PartyData]:
+    """Training data without constant and all-missing columns (as XGBoost ignores them),
+    with one warning that lists them per party; they stay out of the model."""
+    import warnings
+    kept, notes = [], []
+    for party in parties:
+        dropped = unusable_columns(party)
+        if not dropped:
+            kept.append(party)
+            continue
+        if len(dropped) == len(party.feature_names):
+            raise DataError(f"{party.source}: every feature column is constant or empty "
+                            f"({', '.join(f'{n!r}: {why}' for n, why in dropped.items())}); nothing to train on")
+        notes.append(f"{party.source}: " + ", ".join(f"{n!r} ({why})" for n, why in dropped.items()))
+        kept.append(party.select([n for n in party.feature_names if n not in dropped]))
+    if notes:
+        warnings.warn("dropped columns no split can use, they stay out of the model: " + "; ".join(notes),
+                      DataWarning, stacklevel=3)
+    return kept
+
+
+def check_distinct_feature_names(parties: list[PartyData]) -> None:
+    """A feature name held by two parties would make prediction feed one party's column to
+    both: refuse it at training, naming both parties."""
+    owner: dict[str, PartyData] = {}
+    for party in parties:
+        for name in party.feature_names:
+            if name in owner:
+                raise DataError(
+                    f"feature column {name!r} is held by party {owner[name].name!r} ({owner[name].source}) and by "
+                    f"party {party.name!r} ({party.source}); rename one of them (or, if it is the row id, "
+                    "pass it as the id column)")
+            owner[name] = party

@@ -30,17 +30,17 @@ def party_features(model: FederatedModel, active: PartyData, passives: list[Part
         raise DataError(f"the model was trained with {len(model.passives)} passive parties, got {len(passives)}")
     passives = align_parties(active, passives)
 
-    def pick(data: PartyData, names: list[str], who: str) -> np.ndarray:
-        position = {n: i for i, n in enumerate(data.feature_names)}
-        missing = [n for n in names if n not in position]
-        if missing:
-            raise DataError(f"{data.source}: {who} needs column(s) {', '.join(map(repr, missing))}")
-        return data.features[:, [position[n] for n in names]]
-
-    active_x = pick(active, model.active.feature_names, "the active party's model")
-    passive_x = [pick(d, m.feature_names, f"passive party {m.index} ({m.name})")
+    active_x = active.conform(model.active.feature_names, model.active.vocabularies,
+                              "the active party's model").features
+    passive_x = [d.conform(m.feature_names, m.vocabularies, f"passive party {m.index} ({m.name})").features
                  for d, m in zip(passives, model.passives)]
     return active_x, passive_x
+
+
+def _labels_of(active: PartyData) -> np.ndarray:
+    if active.labels is None:
+        raise DataError(f"{active.source}: the active party has no label column")
+    return active.labels
 
 
 class _VerticalBoost:
@@ -64,16 +64,15 @@ class _VerticalBoost:
 
     def fit(self, active: PartyData, passive: list[PartyData],
             eval_set: tuple[PartyData, list[PartyData]] | None = None) -> "_VerticalBoost":
-        model, run = train_local(active, passive, self.params, self.protocol, validation=eval_set,
+        params = self.params.replace(objective=self._objective_for(active))  # a mismatch surfaces before training
+        model, run = train_local(active, passive, params, self.protocol, validation=eval_set,
                                  transcript=self.transcript, on_tree=self.on_tree, options=self.options)
-        if model.active.ensemble.objective not in self._objectives:
-            raise DataError(
-                f"{active.source}: the label looks like a {model.active.ensemble.objective} target; "
-                f"use {'VerticalBoostRegressor' if model.active.ensemble.objective == 'regression' else 'VerticalBoostClassifier'}"
-                " or set objective explicitly"
-            )
         self.model_, self.report_ = model, run.to_dict()
         return self
+
+    def _objective_for(self, active: PartyData) -> str:
+        """The objective this estimator trains for these labels (its own, or the one it was given)."""
+        raise NotImplementedError
 
     def _fitted(self) -> FederatedModel:
         if self.model_ is None:
@@ -89,9 +88,12 @@ class _VerticalBoost:
         return self._fitted().save(model_dir)
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> "_VerticalBoost":
-        model = FederatedModel.load(model_dir)
-        estimator = cls(model.active.protocol)
+    def load(cls, model_dir: str | Path, *, allow_simulated_tee: bool = False) -> "_VerticalBoost":
+        """``allow_simulated_tee``: a strict model predicts between enclaves, which here are
+        simulated (no hardware isolation) and so run only when asked to."""
+        options = ProtocolOptions(allow_simulated_tee=allow_simulated_tee)
+        model = FederatedModel.load(model_dir, options)
+        estimator = cls(model.active.protocol, options=options)
         estimator.model_ = model
         return estimator
 
@@ -100,6 +102,19 @@ class VerticalBoostClassifier(_VerticalBoost):
     """Binary (logistic) or multiclass (softmax) classification."""
 
     _objectives = ("binary", "multiclass")
+
+    def _objective_for(self, active: PartyData) -> str:
+        labels = _labels_of(active)
+        distinct = np.unique(labels)
+        if self.params.objective is not None:
+            return self.params.objective
+        if distinct.size == 2:
+            return "binary"
+        if labels.dtype != object and not np.all(np.mod(distinct, 1) == 0):
+            raise DataError(f"{active.source}: label column {active.label_name!r} holds continuous values "
+                            f"(e.g. {distinct[np.flatnonzero(np.mod(distinct, 1))[0]]!r}); "
+                            "use VerticalBoostRegressor for a numeric target")
+        return "multiclass"
 
     @property
     def classes_(self) -> list:
@@ -119,6 +134,13 @@ class VerticalBoostRegressor(_VerticalBoost):
     """Squared-error regression."""
 
     _objectives = ("regression",)
+
+    def _objective_for(self, active: PartyData) -> str:
+        labels = _labels_of(active)
+        if labels.dtype == object:
+            raise DataError(f"{active.source}: label column {active.label_name!r} holds text "
+                            f"(e.g. {labels[0]!r}); use VerticalBoostClassifier for classes")
+        return "regression"
 
     def predict(self, active: PartyData, passive: list[PartyData]) -> np.ndarray:
         return self._predict_raw(active, passive)

@@ -25,11 +25,11 @@ from .core.boosting import Booster, BoostState, TreeProgress, Validation
 from .core.columns import PartyColumns
 from .core.loss import make_objective
 from .core.split import SplitCriteria
-from .data import PartyData, align_parties
+from .data import PartyData, check_distinct_feature_names, drop_unusable_columns, match_rows
 from .errors import CheckpointError, ConfigError, DataError
 from .labels import encode_labels, encode_with_classes
 from .policy import Policy
-from .model_files import ActiveModel, PassiveModel, load_model_dir, save_models
+from .model_files import ActiveModel, PassiveModel, load_model_dir, remove_stale_models, save_models
 from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
 from .parties.messages import ResumeFrom, RunNote, SaveCheckpoint
 from .parties.passive import PassiveParty
@@ -88,7 +88,10 @@ class FederatedModel:
         return len(self.active.ensemble.trees)
 
     def save(self, model_dir: str | Path) -> list[Path]:
-        return save_models(model_dir, self.active, self.passives)
+        """Every party's file; party files of an earlier model in ``model_dir`` are removed."""
+        written = save_models(model_dir, self.active, self.passives)
+        remove_stale_models(model_dir, written)
+        return written
 
     @classmethod
     def load(cls, model_dir: str | Path, options: ProtocolOptions | None = None) -> "FederatedModel":
@@ -161,8 +164,17 @@ def _environments(uses_enclaves: bool, options: ProtocolOptions, n_passive: int,
 
 
 def _columns(party: PartyData, params: BoostParams) -> PartyColumns:
-    bins = fit_bins(party.features, params.max_bin)
+    bins = fit_bins(party.features, params.max_bin, categorical=party.categorical_mask)
     return PartyColumns(bins, bins.transform(party.features))
+
+
+def training_columns(party: PartyData, valid: PartyData | None = None) -> tuple[PartyData, PartyData | None]:
+    """A party's training rows without the columns no split can use (warned about once),
+    and its validation rows coded and ordered like them."""
+    (party,) = drop_unusable_columns([party])
+    if valid is not None:
+        valid = valid.conform(list(party.feature_names), party.vocabularies, f"the validation data of {party.name!r}")
+    return party, valid
 
 
 def train_active(
@@ -178,12 +190,17 @@ def train_active(
     on_tree: Callable[[TreeProgress], None] | None = None,
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
+    on_phase: Callable[[str], None] | None = None,
 ) -> tuple[ActiveModel, TrainingRun]:
     """The active party's side of training over any channel (in-memory or gRPC). Passive
     parties must already hold their rows in the active party's order and, for validation,
     a dataset of that name. With ``checkpoint_dir`` every party saves its state after every
-    round; ``resume`` continues from those checkpoints."""
+    round; ``resume`` continues from those checkpoints. ``on_phase`` hears the protocol name
+    its slow steps as they begin (for progress displays)."""
     spec = get_protocol(protocol)
+    active, valid_active = training_columns(active, None if validation is None else validation[0])
+    if validation is not None:
+        validation = (valid_active, validation[1])
     y, classes, objective_name = encode_labels(active, params.objective)
     objective = make_objective(objective_name, len(classes) if classes else 2)
     valid_y = encode_with_classes(validation[0], classes) if validation is not None else None
@@ -231,11 +248,13 @@ def train_active(
         if saved is not None:
             channel.request_all({p: ResumeFrom(run_id, saved.n_trees) for p in channel.parties})
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
+        passive_categorical = {party: reply.categorical.astype(bool) for party, reply in hello.items()}
         if spec.trains_in_enclave:  # validation rows ride along inside the enclaves
             announce_validation(channel, "" if validation is None else validation[1],
                                 0 if validation is None else validation[0].n_rows)
         finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins,
-                                  params, dataclasses.replace(env, run_id=run_id))
+                                  passive_categorical,
+                                  params, dataclasses.replace(env, run_id=run_id, on_phase=on_phase or env.on_phase))
         if spec.trains_in_enclave:
             ensemble, owner = _train_in_enclave(
                 finder, channel, run_id, y, classes, objective_name, objective.n_outputs, active_columns,
@@ -282,7 +301,7 @@ def train_active(
         writer.close()
     phases = dict(getattr(finder, "timer", {}) or getattr(getattr(finder, "inner", None), "timer", {}) or {})
     model = ActiveModel(ensemble, active_columns.owner, list(active.feature_names), dict(party_names),
-                        protocol, params.to_dict(), active.label_name)
+                        protocol, params.to_dict(), active.label_name, vocabularies=dict(active.vocabularies))
     run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress,
                       {k: round(v, 4) for k, v in phases.items()})
     if spec.uses_enclaves:
@@ -322,6 +341,7 @@ def train_local(
     options: ProtocolOptions | None = None,
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
+    on_phase: Callable[[str], None] | None = None,
 ) -> tuple[FederatedModel, TrainingRun]:
     """Train with every party in this process over the in-memory channel; with
     ``checkpoint_dir`` each party checkpoints to its own file there."""
@@ -329,10 +349,12 @@ def train_local(
     options = options or ProtocolOptions()
     envs = _environments(spec.uses_enclaves, options, len(passives),
                          None if checkpoint_dir is None else Path(checkpoint_dir))
-    passives = align_parties(active, passives)
+    active, passives = match_rows(active, passives)
+    check_distinct_feature_names([active, *passives])
     encode_labels(active, params.objective)  # label problems surface before any party starts
+    active, *passives = drop_unusable_columns([active, *passives])
     if validation is not None:
-        validation = (validation[0], align_parties(validation[0], validation[1]))
+        validation = match_rows(validation[0], validation[1], "id" if active.ids is not None else "position")
     parties: list[PassiveParty] = []
     channel = None
     try:
@@ -346,7 +368,7 @@ def train_local(
                                   party_names={p.index: p.name for p in parties},
                                   validation=None if validation is None else (validation[0], "valid"),
                                   transcript=transcript, on_tree=on_tree, checkpoint_dir=checkpoint_dir,
-                                  resume=resume)
+                                  resume=resume, on_phase=on_phase)
     finally:
         for party in parties:
             party.close()
@@ -357,7 +379,8 @@ def train_local(
             run.phases[phase] = round(run.phases.get(phase, 0.0) + value, 4)
     passives_models = [PassiveModel(p.index, p.name, p.feature_names, p.owner,
                                     "strict" if spec.trains_in_enclave else "",
-                                    getattr(p.protocol, "model_digest", ""), params.max_depth) for p in parties]
+                                    getattr(p.protocol, "model_digest", ""), params.max_depth,
+                                    vocabularies=dict(p.vocabularies)) for p in parties]
     return FederatedModel(model, passives_models, options if spec.uses_enclaves else None), run
 
 
@@ -368,12 +391,14 @@ def build_passive(index: int, data: PartyData, params: BoostParams, protocol: st
     where it checkpoints (stamped with a digest of its own data, so a resumed run notices
     changed data)."""
     spec = get_protocol(protocol)
+    data, valid = training_columns(data, valid)
     columns = _columns(data, params)
     fingerprint = run_digest({"protocol": protocol, "params": params.to_dict(), "index": index,
                               "features": list(data.feature_names)}, data.features)
     party = PassiveParty(index, data.name, list(data.feature_names), columns.owner, columns=columns,
                          protocol=spec.make_passive(columns, params, env, index), protocol_name=protocol,
-                         checkpoint=checkpoint, fingerprint=fingerprint, policy=policy, max_depth=params.max_depth)
+                         checkpoint=checkpoint, fingerprint=fingerprint, policy=policy, max_depth=params.max_depth,
+                         vocabularies=data.vocabularies)
     party.add_dataset("train", data.features)
     if valid is not None:
         party.add_dataset("valid", valid.features)

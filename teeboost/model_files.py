@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .categories import Vocabulary
 from .core.model import Ensemble
 from .core.tree import OwnerTable
 from .errors import ModelFileError
 
-__all__ = ["ActiveModel", "PassiveModel", "save_models", "load_model_dir", "load_active", "load_passive",
+__all__ = ["ActiveModel", "PassiveModel", "save_models", "remove_stale_models", "load_model_dir", "load_active", "load_passive",
            "FORMAT", "VERSION", "ACTIVE_FILE"]
 
 FORMAT = "teeboost-model"
 VERSION = 1
 ACTIVE_FILE = "active.json"
+_PARTY_FILE = re.compile(r"active\.json|passive-[0-9]+\.json")  # the names save_models gives party files
 
 
 @dataclass
@@ -37,6 +40,7 @@ class ActiveModel:
     params: dict[str, Any] = field(default_factory=dict)
     label: str | None = None
     id_column: str | None = None
+    vocabularies: dict[str, Vocabulary] = field(default_factory=dict)  # its categorical features
 
 
 @dataclass
@@ -48,6 +52,7 @@ class PassiveModel:
     protocol: str = ""  # "strict": this party routes only enclave to enclave
     model_digest: str = ""  # strict: hex SHA-256 of the published model its records belong to
     max_depth: int | None = None  # of the run: routing follows at most this many splits per tree and row
+    vocabularies: dict[str, Vocabulary] = field(default_factory=dict)  # its categorical features
 
 
 def passive_file(index: int) -> str:
@@ -85,6 +90,7 @@ def active_payload(model: ActiveModel) -> dict[str, Any]:
         "id_column": model.id_column,
         "features": model.feature_names,
         "records": model.owner.to_list(),
+        **_categories_payload(model.vocabularies),
         "passive_parties": [
             {"index": i, "name": n, "file": passive_file(i)} for i, n in sorted(model.passive_parties.items())
         ],
@@ -101,10 +107,24 @@ def passive_payload(model: PassiveModel) -> dict[str, Any]:
         "name": model.name,
         "features": model.feature_names,
         "records": model.owner.to_list(),
+        **_categories_payload(model.vocabularies),
         **({"protocol": model.protocol} if model.protocol else {}),
         **({"model_digest": model.model_digest} if model.model_digest else {}),
         **({"max_depth": model.max_depth} if model.max_depth is not None else {}),
     }
+
+
+def _categories_payload(vocabularies: dict[str, Vocabulary]) -> dict[str, Any]:
+    """Categorical features: their categories in code order (a split record's ``categories``
+    mask has bit c set when code c goes left)."""
+    return {"categories": {name: v.to_dict() for name, v in vocabularies.items()}} if vocabularies else {}
+
+
+def _vocabularies(data: dict[str, Any], features: list[str]) -> dict[str, Vocabulary]:
+    found = data.get("categories") or {}
+    if not isinstance(found, dict) or any(name not in features for name in found):
+        raise ValueError("categories must map feature names of this party to their categories")
+    return {str(name): Vocabulary.from_dict(entry, name) for name, entry in found.items()}
 
 
 def save_models(model_dir: str | Path, active: ActiveModel | None, passives: list[PassiveModel]) -> list[Path]:
@@ -120,6 +140,27 @@ def save_models(model_dir: str | Path, active: ActiveModel | None, passives: lis
         _write_json(path, active_payload(active))
         written.append(path)
     return written
+
+
+def remove_stale_models(model_dir: str | Path, written: list[Path]) -> list[Path]:
+    """After a whole model was written: delete the party files an earlier model left in the
+    same directory (say, ``passive-3.json`` of a run with one more party), so the directory
+    holds exactly this model. Only files named and formatted as teeboost model files go;
+    anything else there is the user's. Returns the paths removed."""
+    keep = {Path(p).resolve() for p in written}
+    removed = []
+    for path in sorted(Path(model_dir).glob("*.json")):
+        if path.resolve() in keep or not _PARTY_FILE.fullmatch(path.name) or not path.is_file():
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                ours = json.load(handle).get("format") == FORMAT
+        except (OSError, ValueError, AttributeError):
+            ours = False
+        if ours:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def _read(path: Path, role: str) -> dict[str, Any]:
@@ -153,6 +194,7 @@ def load_active(path: str | Path) -> ActiveModel:
             params=dict(data.get("params") or {}),
             label=data.get("label"),
             id_column=data.get("id_column"),
+            vocabularies=_vocabularies(data, features),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed active model ({exc})") from None
@@ -177,7 +219,8 @@ def load_passive(path: str | Path) -> PassiveModel:
         features = [str(f) for f in data["features"]]
         return PassiveModel(int(data["index"]), str(data["name"]), features,
                             OwnerTable.from_list(data["records"], len(features)), str(data.get("protocol", "")),
-                            str(data.get("model_digest", "")), _max_depth(data.get("max_depth")))
+                            str(data.get("model_digest", "")), _max_depth(data.get("max_depth")),
+                            _vocabularies(data, features))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed passive model ({exc})") from None
     except ModelFileError as exc:

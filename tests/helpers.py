@@ -8,7 +8,7 @@ from teeboost.core.tree import OwnerTable
 
 def split_descriptions(ensemble: Ensemble, tables: dict[int, tuple[OwnerTable, list[str]]],
                        statistics: bool = True) -> list:
-    """Every tree as nested tuples of (feature name, threshold, missing_left) and leaf values.
+    """Every tree as nested tuples of (feature name, threshold, category mask, missing_left) and leaf values.
 
     Party indices and record ids differ between a central and a vertical run; what each
     split *means* (which column, which threshold) and every leaf value must not. Without
@@ -23,7 +23,7 @@ def split_descriptions(ensemble: Ensemble, tables: dict[int, tuple[OwnerTable, l
             else:
                 owner, names = tables[tree.party[node]]
                 record = owner.get(tree.record[node])
-                nodes.append((names[record.feature], record.threshold, record.missing_left)
+                nodes.append((names[record.feature], record.threshold, record.categories, record.missing_left)
                              + ((tree.gain[node], tree.n_rows[node]) if statistics else ()))
         out.append((tree.output, tuple(nodes)))
     return out

@@ -161,7 +161,7 @@ def test_host_cannot_forge_a_sealed_checkpoint_with_other_code_on_the_same_platf
     federation = Federation()
     backend = SimulatedBackend(federation.platforms[0])
     helper = EnclaveCode.from_file(TEST_PROGRAM, config={"trusted_roots": []})
-    forged = serde.encode(em.BinsOnce(np.full(5, 2, dtype=np.int64), np.zeros((5, 3000), dtype=np.uint16)))
+    forged = serde.encode(em.BinsOnce(np.full(5, 2, dtype=np.int64), np.zeros(5, dtype=bool), np.zeros((5, 3000), dtype=np.uint16)))
     with backend.load(helper, label="host's own") as own:
         context = b"teeboost-checkpoint/onetee/"
         blob = own.ecall("test_seal", len(context).to_bytes(4, "big") + context + em.pack_records({1: forged}))
@@ -235,7 +235,7 @@ def test_active_host_cannot_pose_as_a_passive_party(small_credit):
         final, channel = hello_side.finish(reply)
         signature = impostor.identities[0].sign(party_statement("initiator", 1, hello_side.context,
                                                                 channel.handshake_hash))
-        meta = channel.seal(serde.encode(em.PartyMeta(3000, np.full(5, 32, dtype=np.int64))))
+        meta = channel.seal(serde.encode(em.PartyMeta(3000, np.full(5, 32, dtype=np.int64), np.zeros(5, dtype=bool))))
         with pytest.raises(AttestationError):
             enclave.ecall("finish_responder", (1).to_bytes(4, "big") + em.pack_records({0: final, 1: signature,
                                                                                         2: meta}))

@@ -1,8 +1,11 @@
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from teeboost.config import BoostParams
+from teeboost.errors import DataError
 from teeboost.federation import train_local
 from teeboost.parties.messages import GradientsNote
 from teeboost.protocols.plain import HistogramReply
@@ -30,9 +33,7 @@ def test_transcript_holds_the_active_party_view(tmp_path, small_credit):
 def test_failed_run_leaves_no_transcript(tmp_path, small_credit):
     active, passives = small_credit
     path = tmp_path / "run.tbt"
-    broken = passives[0].take(np.arange(passives[0].n_rows - 1))
-    try:
-        train_local(active, [broken], BoostParams(n_trees=1), transcript=path)
-    except Exception:
-        pass
+    broken = replace(passives[0].take(np.arange(passives[0].n_rows - 1)), ids=None)
+    with pytest.raises(DataError, match="rows are matched by position"):
+        train_local(replace(active, ids=None), [broken], BoostParams(n_trees=1), transcript=path)
     assert not path.exists() and not (tmp_path / "run.tbt.partial").exists()

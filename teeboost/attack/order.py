@@ -87,8 +87,13 @@ def _allowed(view: ActiveView, party: int, feature: int, width: int, n_value_bin
             continue
         used += 1
         left, right = split.left_rows, split.right_rows
-        allowed[np.ix_(left, np.arange(split.bin + 1, n_value_bins))] = False
-        allowed[np.ix_(right, np.arange(0, split.bin + 1))] = False
+        if split.categorical:  # a category subset: left rows are in its bins, right rows are not
+            in_subset = np.array([(split.bin >> b) & 1 for b in range(n_value_bins)], dtype=bool)
+            allowed[np.ix_(left, np.flatnonzero(~in_subset))] = False
+            allowed[np.ix_(right, np.flatnonzero(in_subset))] = False
+        else:
+            allowed[np.ix_(left, np.arange(split.bin + 1, n_value_bins))] = False
+            allowed[np.ix_(right, np.arange(0, split.bin + 1))] = False
         allowed[left if not split.default_left else right, width - 1] = False
     return allowed, used
 

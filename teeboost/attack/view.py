@@ -55,6 +55,7 @@ class PassiveSplit:
     record: int = -1
     routed: int = 0  # rows added from routing answers
     held_left: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # held-out rows
+    categorical: bool = False  # ``bin`` is then the mask of the category bins sent left
     held_right: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def add_held(self, rows: np.ndarray, go_left: np.ndarray) -> None:
@@ -86,6 +87,7 @@ def read_view(path: str | Path) -> ActiveView:
     routing: dict[int, RouteRequest] = {}
     by_record: dict[tuple[int, int], PassiveSplit] = {}
     bins: dict[int, np.ndarray] = {}
+    categorical: dict[int, np.ndarray] = {}
     for record in read_transcript(path):
         msg = record.message
         if record.kind == NOTE and isinstance(msg, RunNote):
@@ -107,6 +109,7 @@ def read_view(path: str | Path) -> ActiveView:
             view.histograms.append(msg)
         elif record.kind == RECEIVED and isinstance(msg, HelloReply):
             bins[record.peer] = msg.n_value_bins.astype(np.int64)
+            categorical[record.peer] = msg.categorical.astype(bool)
         elif record.kind == SENT and isinstance(msg, (SplitRequest, SealedSplitRequest)):
             pending[record.peer] = msg
         elif record.kind == RECEIVED and isinstance(msg, SplitReply) and record.peer in pending:
@@ -121,7 +124,8 @@ def read_view(path: str | Path) -> ActiveView:
                     request.tree, record.peer, int(node), left, np.setdiff1d(parent, left, assume_unique=True),
                     feature, int(request.bins[i]) if known and feature >= 0 else -1,
                     bool(request.default_left[i]) if known and feature >= 0 else None,
-                    int(msg.records[i]) if i < msg.records.size else -1)
+                    int(msg.records[i]) if i < msg.records.size else -1,
+                    categorical=_is_categorical(categorical.get(record.peer), feature))
                 view.splits.append(split)
                 by_record[(record.peer, split.record)] = split
         elif record.kind == SENT and isinstance(msg, RouteRequest) and msg.dataset in (TRAIN_DATASET, HELD_DATASET):
@@ -157,3 +161,8 @@ def _merge_routing(request: RouteRequest, reply: RouteReply, peer: int,
             split.add_held(rows, go_left)
         else:
             split.add_routed(rows, go_left)
+
+
+def _is_categorical(flags: np.ndarray | None, feature: int) -> bool:
+    """Whether the handshake said this passive feature splits into category subsets."""
+    return flags is not None and 0 <= feature < flags.size and bool(flags[feature])

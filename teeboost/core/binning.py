@@ -5,6 +5,11 @@ its own columns, before training. Value ``x`` falls in bin ``b`` when
 ``cuts[b-1] < x <= cuts[b]``; a split "at bin b" therefore sends ``x <= cuts[b]`` left, which
 is exactly the comparison the owner makes on raw values at prediction time. Missing values
 (NaN) get a dedicated bin at index ``max_bin`` and a learned default direction.
+
+A categorical column arrives as category codes 0, 1, ... (most frequent first, see
+``teeboost.categories``); code ``c`` falls in bin ``min(c, last)``, so when a party has more
+categories than bins the rarest share the last one. Its splits are category subsets (bit
+masks of bins, see ``core.split``) and are recorded as masks of codes.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import numpy as np
 
 from ..config import MAX_BIN_LIMIT
 from ..errors import ConfigError
+from .split import MAX_CATEGORY_BINS
+from .tree import SplitRecord
 
 __all__ = ["FeatureBins", "fit_bins", "bin_dtype"]
 
@@ -36,11 +43,21 @@ def _column_cuts(column: np.ndarray, max_bin: int) -> np.ndarray:
     is_new[0] = True
     np.not_equal(values[1:], values[:-1], out=is_new[1:])
     distinct = values[is_new]
+    if distinct.size == 1:  # one value (and missing cells): "present or missing" is the split
+        return distinct.copy()
     if distinct.size <= max_bin:
         return distinct[:-1].copy()
     positions = (np.arange(1, max_bin, dtype=np.int64) * values.size) // max_bin
     cuts = np.unique(values[positions])
     return cuts[cuts < distinct[-1]]
+
+
+def _category_cuts(column: np.ndarray, max_bin: int) -> np.ndarray:
+    """Cuts between category codes: one bin per code, the last bin shared by the rest."""
+    present = column[~np.isnan(column)]
+    n_codes = int(present.max()) + 1 if present.size else 0
+    n_bins = max(min(n_codes, max_bin, MAX_CATEGORY_BINS), 2 if n_codes else 0)
+    return np.arange(max(n_bins - 1, 0), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,30 @@ class FeatureBins:
 
     cuts: tuple[np.ndarray, ...]
     max_bin: int
+    categorical: tuple[bool, ...] = ()  # empty: every feature numeric
+
+    @property
+    def categorical_mask(self) -> np.ndarray:
+        """Per feature: split into category subsets (True) or at thresholds."""
+        if not self.categorical:
+            return np.zeros(self.n_features, dtype=bool)
+        return np.array(self.categorical, dtype=bool)
+
+    def is_categorical(self, feature: int) -> bool:
+        return bool(self.categorical) and self.categorical[feature]
+
+    def record(self, feature: int, bin_index: int, default_left: bool, tree: int) -> SplitRecord:
+        """What the owner keeps of a split it won: a raw threshold, or the category codes
+        sent left (a code beyond the last bin shares that bin's side)."""
+        if not self.is_categorical(feature):
+            return SplitRecord(feature, self.threshold(feature, bin_index), default_left, tree)
+        last = self.cuts[feature].size
+        if not 0 < bin_index < (1 << (last + 1)):
+            raise ConfigError(f"category mask {bin_index} does not fit feature {feature}'s {last + 1} bins")
+        codes = bin_index
+        if (bin_index >> last) & 1:
+            codes |= ((1 << MAX_CATEGORY_BINS) - 1) & ~((1 << last) - 1)
+        return SplitRecord(feature, 0.0, default_left, tree, categories=codes)
 
     @property
     def n_features(self) -> int:
@@ -97,19 +138,26 @@ class FeatureBins:
         return float(cuts[bin_index])
 
 
-def fit_bins(raw: np.ndarray, max_bin: int, *, workers: int = 2) -> FeatureBins:
-    """Cut points per column, computed in parallel threads (numpy's sort releases the GIL)."""
+def fit_bins(raw: np.ndarray, max_bin: int, *, categorical: np.ndarray | None = None,
+             workers: int = 2) -> FeatureBins:
+    """Cut points per column, computed in parallel threads (numpy's sort releases the GIL).
+    ``categorical`` marks the columns that hold category codes."""
     bin_dtype(max_bin)  # validates the range
     raw = np.asarray(raw, dtype=np.float64)
     if raw.ndim != 2:
         raise ConfigError(f"expected a 2-D feature matrix, got {raw.ndim} dimensions")
+    flags = np.zeros(raw.shape[1], dtype=bool) if categorical is None else np.asarray(categorical, dtype=bool)
+    if flags.shape != (raw.shape[1],):
+        raise ConfigError(f"categorical flags for {flags.size} columns, but the matrix has {raw.shape[1]}")
     cuts: list[np.ndarray] = [np.empty(0)] * raw.shape[1]
 
     def one(j: int) -> None:
-        cuts[j] = _column_cuts(np.ascontiguousarray(raw[:, j]), max_bin)
+        column = np.ascontiguousarray(raw[:, j])
+        cuts[j] = _category_cuts(column, max_bin) if flags[j] else _column_cuts(column, max_bin)
 
     _map_columns(one, raw.shape[1], raw.shape[0], workers)
-    return FeatureBins(cuts=tuple(cuts), max_bin=max_bin)
+    return FeatureBins(cuts=tuple(cuts), max_bin=max_bin,
+                       categorical=tuple(bool(f) for f in flags) if flags.any() else ())
 
 
 def _map_columns(work, n_columns: int, n_rows: int, workers: int = 2) -> None:

@@ -13,8 +13,8 @@ from .binning import FeatureBins
 from .gradients import EncodedGradients, GradientCodec
 from .histogram import HistogramBuilder
 from .nodes import NodeRows
-from .split import NodeBest, SplitCriteria, best_splits
-from .tree import OwnerTable, SplitRecord
+from .split import NodeBest, SplitCriteria, best_splits, goes_left
+from .tree import OwnerTable
 
 __all__ = ["PartyColumns"]
 
@@ -51,14 +51,11 @@ class PartyColumns:
         criteria: SplitCriteria,
     ) -> list[NodeBest]:
         hist = self.level_histograms(nodes, node_rows)
-        return best_splits(hist, self.bins.n_value_bins, codec, criteria)
+        return best_splits(hist, self.bins.n_value_bins, codec, criteria, self.bins.categorical_mask)
 
     def go_left_binned(self, rows: np.ndarray, feature: int, bin_index: int, default_left: bool) -> np.ndarray:
-        binned = self.binned_by_feature[feature, rows]
-        decision = binned <= bin_index  # the missing bin (max_bin) is above every value bin
-        if default_left:
-            decision |= binned == self.bins.missing_bin
-        return decision
+        return goes_left(self.binned_by_feature[feature, rows], bin_index, default_left,
+                         self.bins.is_categorical(feature), self.bins.missing_bin)
 
     def apply(
         self,
@@ -69,7 +66,6 @@ class PartyColumns:
         tree_index: int,
     ) -> tuple[int, np.ndarray]:
         """Record the split under a fresh id; return (record id, left rows)."""
-        threshold = self.bins.threshold(feature, bin_index)
-        record = self.owner.add(SplitRecord(feature, threshold, default_left, tree_index))
+        record = self.owner.add(self.bins.record(feature, bin_index, default_left, tree_index))
         left = rows[self.go_left_binned(rows, feature, bin_index, default_left)]
         return record, left

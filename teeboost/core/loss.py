@@ -120,11 +120,12 @@ def make_objective(name: str, n_classes: int = 2) -> Objective:
 
 
 def infer_objective(labels: np.ndarray, *, max_classes: int = 50) -> str:
-    """Two distinct values: binary; few integer values: multiclass; otherwise regression."""
+    """Two distinct values: binary; class codes 0, 1, ..., K-1 (as scikit-learn's sample sets
+    write them): multiclass; any other numbers, a bucketed amount or a 1-10 rating among
+    them, are a regression target (say ``objective`` to train classes)."""
     distinct = np.unique(labels)
     if distinct.size == 2:
         return "binary"
-    integral = np.all(np.equal(np.mod(distinct, 1), 0))
-    if integral and 2 < distinct.size <= max_classes:
+    if 2 < distinct.size <= max_classes and np.array_equal(distinct, np.arange(distinct.size)):
         return "multiclass"
     return "regression"

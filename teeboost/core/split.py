@@ -6,6 +6,11 @@ XGBoost's ``loss_chg``: GL^2/(HL+lambda) + GR^2/(HR+lambda) - G^2/(H+lambda).
 Candidates are ordered (feature, bin, missing direction); ties go to the first, and across
 parties to the lower party index, so a vertical run and a central run on the same columns
 (active party's first) pick the same split.
+
+Categorical features split into category subsets, found as XGBoost and LightGBM do: the
+node's categories are sorted by gradient ratio G/(H + lambda) (empty ones last) and every
+prefix of that order is a candidate. Such a split's ``bin`` is the bit mask of the category
+bins sent left, so it travels through every protocol where a threshold bin would.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ if TYPE_CHECKING:  # enclaves measure this module; they must not load the config
     from ..config import BoostParams
 
 __all__ = ["SplitCriteria", "SplitInfo", "NodeBest", "best_splits", "pick_global_best", "split_gains", "left_sums",
-           "GAIN_EPSILON"]
+           "goes_left", "valid_split_bin", "GAIN_EPSILON", "MAX_CATEGORY_BINS"]
 
 #: Splits must improve the objective by more than this (XGBoost's kRtEps).
 GAIN_EPSILON = 1e-6
+
+#: Category bins per categorical feature: a subset is a bit mask in a non-negative int64.
+MAX_CATEGORY_BINS = 62
 
 
 @dataclass(frozen=True)
@@ -80,15 +88,22 @@ def best_splits(
     n_value_bins: np.ndarray,
     codec: GradientCodec,
     criteria: SplitCriteria,
+    categorical: np.ndarray | None = None,
 ) -> list[NodeBest]:
     """Best split per node from int64 histograms of shape (nodes, features, width, 3).
 
     The last bin of ``width`` holds missing values; feature ``f`` has ``n_value_bins[f]``
-    value bins, so thresholds 0 .. n_value_bins[f] - 2 are candidates.
+    value bins, so thresholds 0 .. n_value_bins[f] - 2 are candidates. For a feature marked
+    in ``categorical`` the value bins are first put in the node's gradient-ratio order, and
+    the winner's ``bin`` is the mask of the categories left of the chosen cut.
     """
     n_nodes, n_features, width, _ = hist.shape
     values = hist[:, :, : width - 1, :]
     missing = hist[:, :, width - 1, :]  # (nodes, features, 3)
+    order = None
+    if categorical is not None and np.any(categorical):
+        order = _category_order(values, np.asarray(categorical, dtype=bool), codec, criteria)
+        values = np.take_along_axis(values, order[..., None], axis=2)
     left_cum = np.cumsum(values, axis=2)  # exact int64
     total = left_cum[:, :, -1, :] + missing  # (nodes, features, 3)
     # direction 0: missing goes right; direction 1: missing goes left
@@ -107,9 +122,51 @@ def best_splits(
         bin_, direction = divmod(rest, 2)
         if not np.isfinite(best):
             result.append(NodeBest(-np.inf, -1, -1, False))
-        else:
-            result.append(NodeBest(best, feature, bin_, bool(direction)))
+            continue
+        if order is not None and categorical[feature]:
+            bin_ = sum(1 << int(b) for b in order[node, feature, : bin_ + 1])
+        result.append(NodeBest(best, feature, bin_, bool(direction)))
     return result
+
+
+def _category_order(values: np.ndarray, categorical: np.ndarray, codec: GradientCodec,
+                    criteria: SplitCriteria) -> np.ndarray:
+    """Per node and feature, the value bins in the order prefixes are tried: by G/(H+lambda)
+    for categorical features (empty bins last, ties by bin), the identity for the others."""
+    n_nodes, n_features, n_bins, _ = values.shape
+    identity = np.broadcast_to(np.arange(n_bins), (n_nodes, n_features, n_bins))
+    order = identity.copy()
+    cat = np.flatnonzero(categorical)
+    part = values[:, cat]  # (nodes, cat features, bins, 3)
+    ratio = codec.decode(part[..., 0]) / (codec.decode(part[..., 1]) + criteria.reg_lambda)
+    empty = part[..., 2] == 0
+    ratio = np.where(empty, 0.0, ratio)
+    keys = np.lexsort((identity[:, cat], ratio, empty), axis=-1)
+    order[:, cat] = keys
+    return order
+
+
+def goes_left(binned: np.ndarray, bin_: int, default_left: bool, categorical: bool, missing_bin: int) -> np.ndarray:
+    """Which of these binned values a split sends left: ``bin <= threshold``, or for a
+    categorical feature membership of the bin in the mask; missing values by direction."""
+    binned = np.asarray(binned)
+    if categorical:
+        present = binned != missing_bin
+        shifts = np.minimum(np.where(present, binned, 0), 63).astype(np.uint64)
+        decision = present & (((np.uint64(bin_) >> shifts) & np.uint64(1)) == 1)
+    else:
+        decision = binned <= bin_  # the missing bin is above every value bin
+    if default_left:
+        decision = decision | (binned == missing_bin)
+    return decision
+
+
+def valid_split_bin(bin_: int, n_value_bins: int, categorical: bool) -> bool:
+    """Whether a split ``bin`` names a real candidate of a feature (a threshold below the
+    last value bin, or a non-empty mask of value bins)."""
+    if categorical:
+        return 0 < bin_ < (1 << n_value_bins)
+    return 0 <= bin_ < n_value_bins - 1
 
 
 def split_gains(left: np.ndarray, total: np.ndarray, codec: GradientCodec, criteria: SplitCriteria,
@@ -128,10 +185,14 @@ def split_gains(left: np.ndarray, total: np.ndarray, codec: GradientCodec, crite
     return np.where(valid, gain, -np.inf)
 
 
-def left_sums(column: np.ndarray, bin_: int, default_left: bool) -> np.ndarray:
+def left_sums(column: np.ndarray, bin_: int, default_left: bool, categorical: bool = False) -> np.ndarray:
     """(g, h, count) int64 sums of the rows a split sends left, from one feature's
     (width, 3) histogram whose last bin holds missing values."""
-    left = column[:bin_ + 1].sum(axis=0)
+    if categorical:
+        chosen = [b for b in range(column.shape[0] - 1) if (bin_ >> b) & 1]
+        left = column[chosen].sum(axis=0)
+    else:
+        left = column[:bin_ + 1].sum(axis=0)
     return left + column[-1] if default_left else left
 
 

@@ -92,12 +92,18 @@ class Tree:
 
 @dataclass(frozen=True)
 class SplitRecord:
-    """What the owner of a split keeps: raw threshold and where missing values go."""
+    """What the owner of a split keeps: raw threshold and where missing values go, or for a
+    categorical feature the bit mask of the category codes that go left."""
 
     feature: int
     threshold: float
     missing_left: bool
     tree: int
+    categories: int = 0  # non-zero: categorical split, bit c set = code c goes left
+
+    @property
+    def categorical(self) -> bool:
+        return self.categories != 0
 
 
 class OwnerTable:
@@ -142,7 +148,11 @@ class OwnerTable:
         record = self.get(record_id)
         values = raw[rows, record.feature]
         missing = np.isnan(values)
-        decision = values <= record.threshold
+        if record.categorical:
+            codes = np.clip(np.where(missing, 0, values), 0, 63).astype(np.uint64)
+            decision = ~missing & (((np.uint64(record.categories) >> codes) & np.uint64(1)) == 1)
+        else:
+            decision = values <= record.threshold
         if record.missing_left:
             decision |= missing
         return decision
@@ -168,6 +178,7 @@ class OwnerTable:
                 "threshold": r.threshold,
                 "missing_left": r.missing_left,
                 "tree": r.tree,
+                **({"categories": r.categories} if r.categorical else {}),
             }
             for record_id, r in self.items()
         ]
@@ -183,9 +194,12 @@ class OwnerTable:
                     threshold=float(entry["threshold"]),
                     missing_left=bool(entry["missing_left"]),
                     tree=int(entry["tree"]),
+                    categories=int(entry.get("categories", 0)),
                 )
             except (KeyError, TypeError, ValueError) as exc:
                 raise ModelFileError(f"malformed split record {entry!r}: {exc}") from None
+            if not 0 <= record.categories < (1 << 62):
+                raise ModelFileError(f"split record {record_id} has category mask {record.categories} out of range")
             if not 0 <= record.feature < n_features:
                 raise ModelFileError(
                     f"split record {record_id} names feature {record.feature}, "

@@ -1,18 +1,15 @@
 """Big-integer work spread over processes, with keys sent once per worker.
 
-A ``CryptoPool`` starts ``workers`` processes (spawned, so no lock or thread state leaks
-in) that each receive the key material once in their initializer and, for the key holder,
-build the fixed-base encryption tables there. Jobs then carry only numbers: plaintexts as
+A ``CryptoPool`` starts ``workers`` processes (fresh interpreters that never import the
+caller's script: ``teeboost.workers``) that each receive the key material once in their
+initializer and, for the key holder, build the fixed-base encryption tables there. Jobs then carry only numbers: plaintexts as
 Python ints, ciphertexts as fixed-width bytes, bins as numpy arrays. With ``workers <= 1``
 the same functions run in this process, so small jobs and tests skip process start-up.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
 import gmpy2
@@ -20,6 +17,7 @@ import numpy as np
 from gmpy2 import mpz
 
 from ..errors import ProtocolError
+from ..workers import WorkerError, WorkerPool
 from .schemes import private_from_numbers, public_from_numbers
 
 __all__ = ["CryptoPool", "default_workers"]
@@ -101,10 +99,6 @@ def _pack(pool_id: str, blob: bytes, group: int, shift: int) -> bytes:
     return _to_bytes(out, size)
 
 
-def _ready(pool_id: str) -> bool:
-    return pool_id in _STATE
-
-
 class CryptoPool:
     """Encrypt, decrypt, sum and pack in parallel under one key."""
 
@@ -114,24 +108,14 @@ class CryptoPool:
         self.workers = workers
         private = hasattr(key, "public")
         self.public = key.public if private else key
-        self._executor: ProcessPoolExecutor | None = None
+        self._workers: WorkerPool | None = None
         if workers > 1:
             initargs = (pool_id, self.public.scheme, self.public.numbers(),
                         key.numbers() if private else None, getattr(key, "window", 12))
-            self._executor = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init, initargs=initargs,
-            )
-            # start every worker now, so table building overlaps and is paid once
-            try:
-                for future in [self._executor.submit(_ready, pool_id) for _ in range(workers)]:
-                    future.result()
-            except BrokenProcessPool:
-                self._executor.shutdown(wait=False, cancel_futures=True)
-                raise ProtocolError(
-                    "could not start cryptography worker processes (a script run from standard "
-                    "input cannot spawn workers: save it to a file, or set crypto_workers=1)"
-                ) from None
+            try:  # every worker builds its tables now, in parallel, once
+                self._workers = WorkerPool(workers, initializer=_init, initargs=initargs)
+            except WorkerError as error:
+                raise ProtocolError(f"could not start cryptography worker processes: {error}") from error
         else:
             if private:
                 key.build_tables()
@@ -142,12 +126,12 @@ class CryptoPool:
         return self.public.ciphertext_bytes
 
     def _run(self, fn: Callable, jobs: list[tuple]) -> list:
+        if self._workers is None:
+            return [fn(self.pool_id, *job) for job in jobs]
         try:
-            if self._executor is None:
-                return [fn(self.pool_id, *job) for job in jobs]
-            return list(self._executor.map(fn, [self.pool_id] * len(jobs), *zip(*jobs)))
-        except BrokenProcessPool:
-            raise ProtocolError("a cryptography worker process died (out of memory or killed)") from None
+            return self._workers.map(fn, [self.pool_id] * len(jobs), *zip(*jobs))
+        except WorkerError as error:
+            raise ProtocolError(f"a cryptography worker process died: {error}") from None
 
     def _chunks(self, count: int, minimum: int = 64) -> list[tuple[int, int]]:
         parts = max(1, min(self.workers * 4, count // minimum)) if count else 1
@@ -187,7 +171,7 @@ class CryptoPool:
         return [c for blob in self._run(_pack, jobs) for c in _from_bytes(blob, self.width)]
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
         _STATE.pop(self.pool_id, None)

@@ -3,20 +3,20 @@
 Each id is hashed to a group element (SHA-512 with a domain label, then ristretto255's
 hash-to-group); a party blinds elements with its secret scalar. Because a(bH) = b(aH), two
 parties who exchange blinded sets learn which elements they share and nothing else about
-the others (DDH in a prime-order group). Bulk multiplications run in worker processes.
+the others (DDH in a prime-order group). Bulk multiplications run in worker processes
+(``teeboost.workers``, which never import the caller's script).
 """
 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import rbcl
 
 from ..errors import ProtocolError
+from ..workers import WorkerError, WorkerPool
 
 __all__ = ["new_scalar", "hash_ids", "blind", "POINT_BYTES"]
 
@@ -46,8 +46,11 @@ def _blind_chunk(scalar: bytes, blob: bytes) -> bytes:
 def _pool_map(fn, jobs: list[tuple], workers: int) -> list:
     if workers <= 1 or len(jobs) <= 1:
         return [fn(*job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(fn, *zip(*jobs)))
+    try:
+        with WorkerPool(min(workers, len(jobs))) as pool:
+            return pool.map(fn, *zip(*jobs))
+    except WorkerError as error:
+        raise ProtocolError(f"a PSI worker process died: {error}") from None
 
 
 def _workers(count: int, workers: int | None) -> int:

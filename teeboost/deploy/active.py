@@ -40,6 +40,7 @@ from ..transport.grpc_transport import GrpcChannel
 from ..transport.tls import peer_certificate_fingerprint
 from .config import PartyConfig, protocol_env
 from .messages import Finish, PredictData, Setup, Shutdown
+from .tee_check import check_own_tee, check_peers, explain_attestation_failure, uses_enclaves
 
 __all__ = ["run_training", "run_prediction", "shutdown_peers"]
 
@@ -77,6 +78,7 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
                               require_label=True)
     # this party's own policy first: nothing is sent for a run it would not take part in
     config.policy.check_params(config.name, config.protocol, config.params, _outputs(data, config))
+    check_tee(config, config.protocol)
     checkpoint = active_checkpoint_file(config.checkpoint_dir)
     recoveries = 0
     audit = AuditLog(config.audit_log, config.name)
@@ -106,10 +108,20 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
                 channel = connect(config, config.recover_timeout)
             except TeeboostError as exc:
                 audit.write("refused", run_id=run_id, rule=_rule_of(exc), detail=str(exc))
+                explained = explain_attestation_failure(exc) if uses_enclaves(config.protocol) else None
+                if explained is not None:
+                    raise explained from exc
                 raise
     finally:
         channel.close()
         audit.close()
+
+
+def check_tee(config: PartyConfig, protocol: str) -> None:
+    """This party's own [tee] set-up, before anything is sent (TEE protocols only)."""
+    if uses_enclaves(protocol):
+        check_own_tee(protocol_env(config), party=config.name, config=config.path, index=0, protocol=protocol,
+                      n_parties=len(config.peers) + 1)
 
 
 def _rule_of(exc: Exception) -> str:
@@ -148,8 +160,11 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
     setup = Setup(run_id, config.protocol, json.dumps(params.to_dict()), _outputs(aligned, config), train, test,
                   valid)
     channel.request_all({p: setup for p in channel.parties})
+    env = protocol_env(config)
+    if uses_enclaves(config.protocol):  # set-up mistakes are named before any enclave starts
+        check_peers(channel, env, party=config.name, protocol=config.protocol)
     names = {peer.index: peer.name for peer in config.peers}
-    model, run = train_active(aligned.take(train), channel, params, config.protocol, env=protocol_env(config),
+    model, run = train_active(aligned.take(train), channel, params, config.protocol, env=env,
                               party_names=names,
                               validation=(aligned.take(valid), "valid") if valid.size else None,
                               transcript=transcript, on_tree=on_tree, checkpoint_dir=config.checkpoint_dir,
@@ -157,7 +172,8 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
     value = None
     if test.size:
         held_out = aligned.take(test)
-        prediction = model.ensemble.loss.predict(_margin(config, channel, model, held_out.features, "test"))
+        features = held_out.conform(model.feature_names, model.vocabularies, "the model").features
+        prediction = model.ensemble.loss.predict(_margin(config, channel, model, features, "test"))
         value = evaluate(model.ensemble.loss.metric, encode_with_classes(held_out, model.ensemble.classes),
                          prediction)
     model.id_column = config.id_column
@@ -196,10 +212,13 @@ def run_prediction(config: PartyConfig, data_path: Path, output: Path) -> dict[s
     if missing:
         raise DataError(f"{data_path}: the active party's model needs column(s) {', '.join(map(repr, missing))}")
     data = PartyData.from_frame(frame[columns], id_column=config.id_column, name=config.name,
-                                source=str(data_path), check_constant=False)
+                                source=str(data_path)).conform(model.feature_names, model.vocabularies,
+                                                               "the active party's model")
     ids = [str(i) for i in data.ids]
     if len(set(ids)) != len(ids):
         raise DataError(f"{data_path}: id column {config.id_column!r} repeats ids; each row needs its own")
+    if model.protocol == "strict":  # prediction runs between enclaves
+        check_tee(config, "strict")
     audit = AuditLog(config.audit_log, config.name)
     channel = connect(config)
     try:
@@ -210,6 +229,8 @@ def run_prediction(config: PartyConfig, data_path: Path, output: Path) -> dict[s
         width = ensemble.n_outputs if ensemble.objective == "multiclass" else 1
         prediction = np.full((len(ids), width), np.nan)
         if shared.size:
+            if model.protocol == "strict":
+                check_peers(channel, protocol_env(config), party=config.name, protocol="strict")
             channel.request_all({p: PredictData("predict") for p in channel.parties})
             margin = _margin(config, channel, model, data.features[shared], "predict")
             prediction[shared] = np.asarray(ensemble.loss.predict(margin)).reshape(shared.size, width)
@@ -218,6 +239,9 @@ def run_prediction(config: PartyConfig, data_path: Path, output: Path) -> dict[s
                     bytes_total=traffic["bytes_total"])
     except TeeboostError as exc:
         audit.write("refused", rule=_rule_of(exc), detail=str(exc))
+        explained = explain_attestation_failure(exc) if model.protocol == "strict" else None
+        if explained is not None:
+            raise explained from exc
         raise
     finally:
         channel.close()

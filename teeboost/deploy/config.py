@@ -104,7 +104,8 @@ def _hex_keys(table: dict, key: str, path: Path) -> tuple[bytes, ...]:
 def protocol_env(config: PartyConfig) -> ProtocolEnv:
     """What this party's side of a protocol is built from: options, and for TEE protocols its
     simulated platform, its identity key and the pinned identities of every party."""
-    platform = SimulatedPlatform.load_or_create(config.platform) if config.platform else None
+    # never created here: a new platform's key would be in nobody's trusted_roots
+    platform = SimulatedPlatform(config.platform) if config.platform else None
     identity = PartyIdentity.load(config.identity) if config.identity else None
     return ProtocolEnv(config.options, platform, config.trusted_roots, identity, config.identities,
                        hardware_verifier=hardware_verifier(config.attestation) if config.attestation else None)

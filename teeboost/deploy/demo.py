@@ -17,16 +17,16 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from ..datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit
+from ..datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL
 from ..errors import TeeboostError
 from ..tee.identity import PartyIdentity
 from ..tee.simulated import SimulatedPlatform
 from ..transport.tls import create_federation_certs
 from .active import shutdown_peers
 from .config import load_config
+from .example_data import party_frames
 
 __all__ = ["run_demo", "write_federation"]
 
@@ -51,20 +51,11 @@ def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0
                      training: dict | None = None) -> dict[str, Path]:
     """Data files, certificates, platforms and configs of a loopback federation."""
     workdir.mkdir(parents=True, exist_ok=True)
-    frame = load_give_me_some_credit()
-    rng = np.random.default_rng(overlap_seed)
-    n = len(frame)
-    passive_groups = np.array_split(np.array(GIVE_ME_SOME_CREDIT_PASSIVE), n_passive)
-    active_columns = [c for c in frame.columns if c not in GIVE_ME_SOME_CREDIT_PASSIVE]
     # ids overlap partly: each party misses a different 5% of the rows, and orders them its own way
-    names = ["active"] + [f"passive-{i}" for i in range(1, n_passive + 1)]
-    files = {}
-    for k, name in enumerate(names):
-        keep = np.sort(rng.permutation(n)[: int(n * 0.95)])
-        columns = active_columns if k == 0 else [GIVE_ME_SOME_CREDIT_ID, *passive_groups[k - 1]]
-        part = frame.iloc[keep][columns].sample(frac=1.0, random_state=k)
-        files[name] = workdir / f"{name}.csv"
-        part.to_csv(files[name], index=False)
+    frames = party_frames(n_passive, seed=overlap_seed)
+    names = list(frames)
+    for name, frame in frames.items():
+        frame.to_csv(workdir / f"{name}.csv", index=False)
     create_federation_certs(workdir / "certs", names, force=True)  # the demo's own directory
     roots, identities = [], []
     for name in names:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..transport.serde import array_field, message
 
-__all__ = ["Setup", "Finish", "PredictData", "Shutdown"]
+__all__ = ["Setup", "Finish", "PredictData", "Shutdown", "TeeProfile"]
 
 
 @message
@@ -46,3 +46,23 @@ class PredictData:
 @dataclass(frozen=True)
 class Shutdown:
     reason: str
+
+
+@message
+@dataclass(frozen=True)
+class TeeProfile:
+    """A party's public enclave set-up for one protocol, compared before any enclave starts
+    (``deploy.tee_check``): public keys and the settings the enclave measurement covers."""
+
+    party: str
+    index: int  # 0: the active party
+    protocol: str
+    version: str  # teeboost's version, named when the enclave code differs
+    platform_root: bytes  # b"" unless this party runs an enclave in this protocol
+    identity: bytes  # this party's identity public key, b"" if it signs no handshake
+    measurement: bytes  # of the enclave program this party runs or expects; b"" with hardware attestation
+    allow_simulated: bool
+    aes_bits: int
+    hardware: bool  # checks quotes with [attestation] (DCAP) instead of trusted_roots
+    trusted_roots: np.ndarray = array_field("uint8", 2)
+    identities: np.ndarray = array_field("uint8", 2)

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 import numpy as np
 from pathlib import Path
@@ -33,7 +36,8 @@ from ..protocols.enclaves import ProtocolEnv
 from ..protocols.strict import StrictPredictPassive
 from ..transport.grpc_transport import PartyServer
 from .config import PartyConfig, protocol_env
-from .messages import Finish, PredictData, Setup, Shutdown
+from .messages import Finish, PredictData, Setup, Shutdown, TeeProfile
+from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile, uses_enclaves
 
 __all__ = ["PassiveService", "serve_passive"]
 
@@ -50,6 +54,8 @@ class PassiveService:
         self.run_id = ""
         self._source: tuple[int, int] | None = None
         self._aligned: dict[str, PartyData] = {}
+        # what this process served, for the report it prints when it stops
+        self.served = {"runs": 0, "protocols": [], "prediction_batches": 0, "prediction_rows": 0, "refusals": 0}
         self._reload()
         self.audit.write("start", policy=self.policy.to_dict(), data=str(config.data), rows=self.data.n_rows,
                          features=list(self.data.feature_names), serves=config.active_party,
@@ -85,6 +91,9 @@ class PassiveService:
             self.audit.write("refused", run_id=self.run_id, peer=self.peer, request=type(msg).__name__,
                              rule=exc.rule if isinstance(exc, PolicyRefused) else type(exc).__name__,
                              detail=str(exc)[:300])
+            self.served["refusals"] += 1
+            print(f"teeboost: party {self.config.name}: refused {type(msg).__name__}: {exc}", file=sys.stderr,
+                  flush=True)  # its operator sees what the active party is told
             raise
         if isinstance(msg, RouteRequest):
             self.audit.write("route", run_id=self.run_id, peer=self.peer, dataset=msg.dataset,
@@ -106,6 +115,8 @@ class PassiveService:
             return reply
         if isinstance(msg, Setup):
             return self._setup(msg)
+        if isinstance(msg, TeeProfile):
+            return self._compare_tee(msg)
         if isinstance(msg, Finish):
             return self._finish()
         if isinstance(msg, PredictData):
@@ -158,17 +169,38 @@ class PassiveService:
             raise ProtocolError(f"party {self.config.name!r} requires hardware attestation ([attestation]) and "
                                 f"refuses protocol {msg.protocol!r}, which would not check the active party's "
                                 f"enclave with it (allowed: {', '.join(HARDWARE_CHECKED)})")
+        env = self.env()
+        if uses_enclaves(msg.protocol):  # a missing [tee] is named before any enclave starts
+            self._check_own_tee(env, msg.protocol)
         self._close_run("replaced by a new run")
         self.run_id = msg.run_id
         train = aligned.take(msg.train)
-        self.party = build_passive(self.config.index, train, params, msg.protocol, self.env(),
+        self.party = build_passive(self.config.index, train, params, msg.protocol, env,
                                    valid=aligned.take(msg.valid) if msg.valid.size else None,
                                    checkpoint=self._checkpoint_file(), policy=self.policy)
-        self.party.add_dataset("test", aligned.features[msg.test])
+        self.party.add_dataset("test", aligned.take(msg.test).conform(
+            self.party.feature_names, self.party.vocabularies, "the model").features)
         self.audit.write("setup", run_id=self.run_id, peer=self.peer, protocol=msg.protocol,
                          params=params.to_dict(), outputs=int(msg.outputs),
                          rows={"train": int(msg.train.size), "test": int(msg.test.size), "valid": int(msg.valid.size)})
         return Ack()
+
+    def _check_own_tee(self, env: ProtocolEnv, protocol: str) -> None:
+        check_own_tee(env, party=self.config.name, config=self.config.path, index=self.config.index,
+                      protocol=protocol)
+
+    def _compare_tee(self, msg: TeeProfile) -> TeeProfile:
+        """The active party's public [tee] set-up against this party's: mismatches are named
+        here (and reach the active party as this party's refusal); the reply is this party's."""
+        if not uses_enclaves(msg.protocol) or msg.index != 0:
+            raise ProtocolError("only the active party's [tee] set-up (index 0) for a protocol that runs enclaves "
+                                "is compared")
+        self.policy.check_protocol(self.config.name, msg.protocol)
+        env = self.env()
+        self._check_own_tee(env, msg.protocol)
+        mine = own_profile(env, party=self.config.name, index=self.config.index, protocol=msg.protocol)
+        compare_profiles(mine, msg)
+        return mine
 
     def _close_run(self, why: str) -> None:
         """Account for the queries of the party being replaced, then release it."""
@@ -183,12 +215,15 @@ class PassiveService:
             raise ProtocolError("nothing was trained")
         model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner,
                              "strict" if self.party.protocol_name == "strict" else "",
-                             getattr(self.party.protocol, "model_digest", ""), self.party.max_depth)
+                             getattr(self.party.protocol, "model_digest", ""), self.party.max_depth,
+                             self.party.vocabularies)
         save_models(self.config.model_dir, None, [model])
         remove_checkpoint(self._checkpoint_file())
         self.party.end_training()
         self.audit.write("finish", run_id=self.run_id, peer=self.peer, records=len(self.party.owner),
                          queries=dict(self.party.queries))
+        self.served["runs"] += 1
+        self.served["protocols"].append(self.party.protocol_name)
         self.party.queries.clear()
         return Ack()
 
@@ -207,16 +242,17 @@ class PassiveService:
                                       protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
                                                                     model.index) if strict else None,
                                       protocol_name="strict" if strict else None, policy=self.policy,
-                                      max_depth=model.max_depth)
+                                      max_depth=model.max_depth, vocabularies=model.vocabularies)
             self.run_id = f"model:{model.model_digest[:16] or 'saved'}"
-        position = {n: j for j, n in enumerate(batch.feature_names)}
-        missing = [n for n in self.party.feature_names if n not in position]
+        missing = [n for n in self.party.feature_names if n not in batch.feature_names]
         if missing:
             raise ConfigError(f"{self.config.data}: the model uses column(s) {', '.join(map(repr, missing))}, "
                               "which this party's data no longer has")
-        columns = [position[n] for n in self.party.feature_names]
-        self.party.add_dataset(msg.dataset, batch.features[:, columns])
+        batch = batch.conform(self.party.feature_names, self.party.vocabularies, "the model")
+        self.party.add_dataset(msg.dataset, batch.features)
         self.audit.write("predict", run_id=self.run_id, peer=self.peer, dataset=msg.dataset, rows=batch.n_rows)
+        self.served["prediction_batches"] += 1
+        self.served["prediction_rows"] += batch.n_rows
         return Ack()
 
     def close(self) -> None:
@@ -229,7 +265,9 @@ class PassiveService:
 HARDWARE_CHECKED = ("onetee",)
 
 
-def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> None:
+def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dict[str, Any]:
+    """Serve until the active party sends ``Shutdown`` or this process gets SIGTERM or SIGINT
+    (both stop it cleanly: the audit log is closed); returns what it served."""
     service = PassiveService(config)
     server = PartyServer(service.handle, name=config.name, listen=config.listen, tls=config.tls,
                          insecure=config.insecure, client_name=config.active_party,
@@ -241,11 +279,40 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> Non
     print(f"teeboost: party {config.name} (passive {config.index}) listening on {address} "
           f"({'INSECURE plaintext' if config.insecure else 'mutual TLS'}; serves {config.active_party!r}; "
           f"protocols {', '.join(config.policy.protocols)}; audit log {config.audit_log})", file=sys.stderr, flush=True)
+    _warn_without_tee(config)
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(address)
         tmp.replace(ready_file)
+    with _stop_on_signals(server):
+        try:
+            server.wait()
+        finally:
+            service.close()
+    return {"party": config.name, "index": config.index, "address": address, **service.served,
+            "model_dir": str(config.model_dir), "audit_log": str(config.audit_log)}
+
+
+def _warn_without_tee(config: PartyConfig) -> None:
+    """Said at start-up, not first when the active party asks for a run."""
+    needing = [p for p in config.policy.protocols if uses_enclaves(p)]
+    if needing and config.platform is None and config.identity is None and not config.trusted_roots \
+            and not config.identities and config.attestation is None:
+        print(f"teeboost: party {config.name}: WARNING: {config.path} has no [tee] section, so it cannot serve "
+              f"{', '.join(needing)} (allowed by its [policy] protocols): {SETUP_STEPS}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _stop_on_signals(server: PartyServer):
+    """``kill`` or Ctrl-C stop the server like ``Shutdown`` does (main thread only: elsewhere
+    signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stop = lambda signum, frame: server.request_stop()  # noqa: E731
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server.wait()
+        yield
     finally:
-        service.close()
+        for number, handler in previous.items():
+            signal.signal(number, handler)

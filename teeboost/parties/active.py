@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.grower import SplitFinder
 from ..core.predict import Question, RoutingOracle
+from ..core.split import MAX_CATEGORY_BINS
 from ..core.tree import OwnerTable, Tree
 from ..errors import ProtocolError
 from ..protocols.partition import encode_row_sets
@@ -31,6 +32,9 @@ def handshake(channel: Channel, protocol: str, n_rows: int, max_bin: int) -> dic
         if reply.n_value_bins.size == 0 or (not withheld and (np.any(reply.n_value_bins < 1)
                                                               or np.any(reply.n_value_bins > max_bin))):
             raise ProtocolError(f"party {party} ({reply.name}) reported invalid bin counts")
+        if reply.categorical.shape != reply.n_value_bins.shape or np.any(
+                reply.categorical & (reply.n_value_bins > MAX_CATEGORY_BINS)):
+            raise ProtocolError(f"party {party} ({reply.name}) reported invalid categorical features")
     return replies
 
 

@@ -29,11 +29,13 @@ class Hello:
 @message
 @dataclass(frozen=True)
 class HelloReply:
-    """Passive -> active: its name and the shape of its histograms (bins per feature)."""
+    """Passive -> active: its name and the shape of its histograms (bins per feature, and
+    which features split into category subsets)."""
 
     name: str
     n_rows: int
     n_value_bins: np.ndarray = array_field("int32", 1)
+    categorical: np.ndarray = array_field("bool", 1)
 
 
 @message

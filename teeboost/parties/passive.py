@@ -45,8 +45,10 @@ class PassiveParty:
         fingerprint: str = "",
         policy: Policy | None = None,
         max_depth: int | None = None,
+        vocabularies: dict | None = None,
     ) -> None:
         self.index = index
+        self.vocabularies = dict(vocabularies or {})  # its categorical features' codes
         self.name = name
         self.feature_names = list(feature_names)
         self.owner = owner
@@ -146,9 +148,10 @@ class PassiveParty:
         if msg.max_bin != self.columns.bins.max_bin:
             raise ProtocolError(f"party {self.name!r} binned with max_bin={self.columns.bins.max_bin}, not {msg.max_bin}")
         bins = self.columns.bins.n_value_bins.astype(np.int32)
+        categorical = self.columns.bins.categorical_mask
         if self.protocol_name == "strict":  # bin counts go only into this party's own enclave
-            bins = np.zeros_like(bins)
-        return HelloReply(self.name, self.columns.n_rows, bins)
+            bins, categorical = np.zeros_like(bins), np.zeros_like(categorical)
+        return HelloReply(self.name, self.columns.n_rows, bins, categorical)
 
     def _checkpoint_path(self) -> Path:
         if self.checkpoint is None or self.columns is None:

@@ -76,6 +76,7 @@ class PartyMeta:
 
     n_rows: int
     n_value_bins: np.ndarray = array_field("int64", 1)
+    categorical: np.ndarray = array_field("bool", 1)  # features split into category subsets
 
 
 @message
@@ -84,6 +85,7 @@ class EnclaveColumns:
     """A party's own binned columns, handed to its own enclave: (features, rows)."""
 
     n_value_bins: np.ndarray = array_field("int64", 1)
+    categorical: np.ndarray = array_field("bool", 1)
     binned: np.ndarray = array_field("uint16", 2)
 
 
@@ -197,7 +199,7 @@ class Applied:
     """Passive enclave -> its own host: the splits it won (its own model) and left sets."""
 
     features: np.ndarray = array_field("int32", 1)
-    bins: np.ndarray = array_field("int32", 1)
+    bins: np.ndarray = array_field("int64", 1)  # threshold bin, or category mask of a categorical feature
     default_left: np.ndarray = array_field("bool", 1)
     left_bits: np.ndarray = array_field("uint8", 1)
 
@@ -234,6 +236,7 @@ class BinsOnce:
     per feature (the same information as all index sets, sent one time)."""
 
     n_value_bins: np.ndarray = array_field("int64", 1)
+    categorical: np.ndarray = array_field("bool", 1)
     binned: np.ndarray = array_field("uint16", 2)
 
 
@@ -262,7 +265,7 @@ class SplitLocators:
     tree: int
     nodes: np.ndarray = array_field("int32", 1)
     features: np.ndarray = array_field("int32", 1)
-    bins: np.ndarray = array_field("int32", 1)
+    bins: np.ndarray = array_field("int64", 1)  # threshold bin, or category mask of a categorical feature
     default_left: np.ndarray = array_field("bool", 1)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -44,6 +44,8 @@ class ProtocolEnv:
     run_id: str = ""  # set by the active party for the run it starts
     # relying-party check of hardware quotes ([attestation]); None: the simulated backend's roots
     hardware_verifier: Any = field(default=None, kw_only=True)
+    # told when a slow step begins ("generating Paillier keys"), for progress displays; never prints
+    on_phase: Callable[[str], None] | None = field(default=None, kw_only=True)
 
     def backend(self) -> SimulatedBackend:
         if not self.options.allow_simulated_tee:

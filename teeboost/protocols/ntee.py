@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.split import SplitCriteria, best_splits, left_sums
-from ..core.tree import SplitRecord
 from ..errors import ProtocolError
 from ..parties.messages import Ack
 from ..policy import ALL_PROTOCOLS, Policy
@@ -92,11 +91,11 @@ class SealedMessage:
 def own_candidates(columns, nodes, node_rows, codec, criteria):
     """The active party's best split per node, and what it sends left: (bests, valid, left sums)."""
     hist = columns.level_histograms(nodes, node_rows)
-    best = best_splits(hist, columns.bins.n_value_bins, codec, criteria)
+    best = best_splits(hist, columns.bins.n_value_bins, codec, criteria, columns.bins.categorical_mask)
     left = np.zeros((len(nodes), 3), dtype=np.int64)
     for i, b in enumerate(best):
         if b.valid:
-            left[i] = left_sums(hist[i, b.feature], b.bin, b.default_left)
+            left[i] = left_sums(hist[i, b.feature], b.bin, b.default_left, columns.bins.is_categorical(b.feature))
     return best, np.array([b.valid for b in best], dtype=bool), left
 
 
@@ -126,8 +125,9 @@ def attest_enclaves(program: str, protocol: str, channel, criteria, max_bin: int
 
 
 class NteeActive(ActiveSplitting):
-    def __init__(self, channel, columns, criteria, passive_bins, max_bin, env: ProtocolEnv) -> None:
-        super().__init__(channel, columns, criteria, passive_bins, max_bin)
+    def __init__(self, channel, columns, criteria, passive_bins, passive_categorical, max_bin,
+                 env: ProtocolEnv) -> None:
+        super().__init__(channel, columns, criteria, passive_bins, passive_categorical, max_bin)
         self.timer: dict[str, float] = {}
         started = time.perf_counter()
         self.enclave = attest_enclaves(PROGRAM, "ntee", channel, criteria, max_bin, env)
@@ -200,7 +200,8 @@ class NteePassive:
 
     def _load_columns(self) -> None:
         self.enclave.ecall("columns", serde.encode(em.EnclaveColumns(
-            self.columns.bins.n_value_bins.astype(np.int64), self.columns.binned_by_feature.astype(np.uint16))))
+            self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask,
+            self.columns.binned_by_feature.astype(np.uint16))))
 
     def handle(self, msg):
         if isinstance(msg, EnclaveHello):
@@ -228,8 +229,8 @@ class NteePassive:
             msg.tree, msg.nodes, msg.lefts, msg.rights, msg.handles))))
         records = []
         for feature, bin_, default_left in zip(applied.features, applied.bins, applied.default_left):
-            threshold = self.columns.bins.threshold(int(feature), int(bin_))
-            records.append(self.columns.owner.add(SplitRecord(int(feature), threshold, bool(default_left), msg.tree)))
+            records.append(self.columns.owner.add(self.columns.bins.record(int(feature), int(bin_), bool(default_left),
+                                                                           msg.tree)))
         return SplitReply(msg.tree, np.array(records, dtype=np.int64), applied.left_bits)
 
     def close(self) -> None:

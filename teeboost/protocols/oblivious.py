@@ -59,16 +59,23 @@ def children_histograms(bins: np.ndarray, width: int, positions: np.ndarray, par
 
 
 def go_left_all(bins: np.ndarray, positions: np.ndarray, missing_bin: int, features: np.ndarray,
-                split_bins: np.ndarray, default_left: np.ndarray, mine: np.ndarray) -> np.ndarray:
+                split_bins: np.ndarray, default_left: np.ndarray, mine: np.ndarray,
+                categorical: np.ndarray | None = None) -> np.ndarray:
     """bool (rows,): does each row go left at the split of its position? Only positions where
-    ``mine`` is set contribute. Every position reads every feature column, so neither which
-    positions split nor on which feature shows in the accesses."""
+    ``mine`` is set contribute. Every position reads every feature column and evaluates both
+    the threshold and the category-mask rule, so neither which positions split, nor on which
+    feature, nor of which kind shows in the accesses."""
     out = np.zeros(positions.size, dtype=bool)
+    categorical = np.zeros(bins.shape[0], dtype=bool) if categorical is None else categorical
+    shifts = np.minimum(bins, 63).astype(np.uint64)
     for k in range(mine.size):
         rule = np.zeros(positions.size, dtype=bool)
+        mask = np.uint64(max(int(split_bins[k]), 0))
         for f in range(bins.shape[0]):
             column = bins[f]
-            here = (column <= split_bins[k]) | ((column == missing_bin) & bool(default_left[k]))
+            threshold = column <= split_bins[k]
+            subset = ((mask >> shifts[f]) & np.uint64(1)).astype(bool) & (column != missing_bin)
+            here = np.where(bool(categorical[f]), subset, threshold) | ((column == missing_bin) & bool(default_left[k]))
             rule |= here & bool(features[k] == f)
         out |= (positions == k) & rule & bool(mine[k])
     return out

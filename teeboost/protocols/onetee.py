@@ -87,8 +87,9 @@ class SealedSplitRequest:
 
 
 class OneTeeActive(ActiveSplitting):
-    def __init__(self, channel, columns, criteria, passive_bins, max_bin, env: ProtocolEnv) -> None:
-        super().__init__(channel, columns, criteria, passive_bins, max_bin)
+    def __init__(self, channel, columns, criteria, passive_bins, passive_categorical, max_bin,
+                 env: ProtocolEnv) -> None:
+        super().__init__(channel, columns, criteria, passive_bins, passive_categorical, max_bin)
         self.timer: dict[str, float] = {}
         started = time.perf_counter()
         self.bins_once = env.options.onetee_bins_once
@@ -221,7 +222,8 @@ class OneTeePassive(PassiveScoring):
             self._channel = channel
             signature = self.identity.sign(party_statement("initiator", self.index, self._context,
                                                            channel.handshake_hash))
-            meta = serde.encode(em.PartyMeta(self.columns.n_rows, self.columns.bins.n_value_bins.astype(np.int64)))
+            meta = serde.encode(em.PartyMeta(self.columns.n_rows, self.columns.bins.n_value_bins.astype(np.int64),
+                                             self.columns.bins.categorical_mask))
             return EnclaveFinish(final, signature, channel.seal(meta))
         if self._channel is None:
             raise ProtocolError("the active party's enclave has not been attested yet")
@@ -229,6 +231,7 @@ class OneTeePassive(PassiveScoring):
             if not self._bins_once:
                 raise ProtocolError("bin assignments were not agreed for this run")
             frame = serde.encode(em.BinsOnce(self.columns.bins.n_value_bins.astype(np.int64),
+                                             self.columns.bins.categorical_mask,
                                              self.columns.binned_by_feature.astype(np.uint16)))
             return SealedMessage(-1, "bins", self._channel.seal(frame))
         if isinstance(msg, MaskedGradients):

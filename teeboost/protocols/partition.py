@@ -37,7 +37,7 @@ class SplitRequest:
     lefts: np.ndarray = array_field("int32", 1)
     rights: np.ndarray = array_field("int32", 1)
     features: np.ndarray = array_field("int32", 1)
-    bins: np.ndarray = array_field("int32", 1)
+    bins: np.ndarray = array_field("int64", 1)  # threshold bin, or category mask of a categorical feature
     default_left: np.ndarray = array_field("bool", 1)
     handles: np.ndarray = array_field("uint64", 1)
 

@@ -22,7 +22,7 @@ from ..core.gradients import EncodedGradients, GradientCodec
 from ..core.grower import AppliedSplit, SplitFinder
 from ..core.histogram import CHANNELS
 from ..core.nodes import NodeRows
-from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best
+from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, left_sums, pick_global_best, valid_split_bin
 from ..errors import ProtocolError
 from ..policy import ALL_PROTOCOLS, Policy, PolicyRefused
 from ..parties.messages import HistogramNote
@@ -81,11 +81,12 @@ class ActiveSplitting(SplitFinder, ABC):
     winners to partition nodes (and announcing the result to the other parties)."""
 
     def __init__(self, channel: Channel, columns: PartyColumns, criteria: SplitCriteria,
-                 passive_bins: dict[int, np.ndarray], max_bin: int) -> None:
+                 passive_bins: dict[int, np.ndarray], passive_categorical: dict[int, np.ndarray], max_bin: int) -> None:
         self.channel = channel
         self.columns = columns
         self.criteria = criteria
         self.passive_bins = passive_bins  # party -> value bins per feature
+        self.passive_categorical = passive_categorical  # party -> which features split into category subsets
         self.width = max_bin + 1
         self.announcements = Announcements()
         self._records_seen: dict[int, set[int]] = {}  # party -> record ids it handed out
@@ -156,7 +157,7 @@ class ActiveSplitting(SplitFinder, ABC):
             np.array([c[0] for c in children], dtype=np.int32),
             np.array([c[1] for c in children], dtype=np.int32),
             np.array([s.feature for s in splits], dtype=np.int32),
-            np.array([s.bin for s in splits], dtype=np.int32),
+            np.array([s.bin for s in splits], dtype=np.int64),
             np.array([s.default_left for s in splits], dtype=bool),
             np.array([max(s.handle, 0) for s in splits], dtype=np.uint64),
         )
@@ -177,9 +178,7 @@ class ActiveScoring(ActiveSplitting, ABC):
         promised for that split: a party cannot partition differently from what it scored."""
         nodes, hist = self._level_histograms[party]
         column = hist[nodes.index(split.node_id), split.feature]  # (width, 3)
-        expected = column[:split.bin + 1].sum(axis=0)
-        if split.default_left:
-            expected = expected + column[-1]
+        expected = left_sums(column, split.bin, split.default_left, bool(self.passive_categorical[party][split.feature]))
         g, h = self._gradients.totals(left)
         if (int(expected[0]), int(expected[1]), int(expected[2])) != (int(g), int(h), left.size):
             raise ProtocolError(f"party {party} partitioned node {split.node_id} differently from the split its "
@@ -210,7 +209,8 @@ class ActiveScoring(ActiveSplitting, ABC):
             self._level_histograms[party] = (nodes, hist)
             if self.channel.transcript is not None:
                 self.channel.transcript.note(HistogramNote(self._tree, party, np.array(nodes, dtype=np.int32), hist))
-            for i, best in enumerate(best_splits(hist, self.passive_bins[party], self.codec, self.criteria)):
+            for i, best in enumerate(best_splits(hist, self.passive_bins[party], self.codec, self.criteria,
+                                                 self.passive_categorical[party])):
                 candidates[i].append((party, best))
         found: list[SplitInfo | None] = []
         for node, node_candidates in zip(nodes, candidates):
@@ -277,7 +277,7 @@ class PassiveScoring(ABC):
         ):
             if not 0 <= feature < self.columns.n_features:
                 raise ProtocolError(f"split request names feature {feature}; this party has {self.columns.n_features}")
-            if not 0 <= bin_ < n_bins[feature] - 1:
+            if not valid_split_bin(int(bin_), int(n_bins[feature]), self.columns.bins.is_categorical(int(feature))):
                 raise ProtocolError(f"split request names bin {bin_}, not a split point of feature {feature}")
             rows = self._node_rows.rows(int(node))
             depth = self._node_rows.depth(int(node))

@@ -16,6 +16,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 import gmpy2
 import numpy as np
@@ -81,13 +82,20 @@ def meaningful_bins(n_value_bins: np.ndarray, width: int) -> list[tuple[int, int
     return [(f, b) for f, k in enumerate(n_value_bins.tolist()) for b in [*range(k), width - 1]]
 
 
+_SCHEME_NAMES = {"paillier": "Paillier", "ou": "Okamoto-Uchiyama"}
+
+
 class SecureBoostActive(ActiveScoring):
-    def __init__(self, channel, columns, criteria, passive_bins, max_bin, options: ProtocolOptions) -> None:
-        super().__init__(channel, columns, criteria, passive_bins, max_bin)
+    def __init__(self, channel, columns, criteria, passive_bins, passive_categorical, max_bin, options: ProtocolOptions,
+                 on_phase: Callable[[str], None] | None = None) -> None:
+        super().__init__(channel, columns, criteria, passive_bins, passive_categorical, max_bin)
         self.options = options
         self.timer = PhaseTimer()
+        self._phase = on_phase or (lambda text: None)
         started = time.perf_counter()
+        self._phase(f"generating {_SCHEME_NAMES.get(options.scheme, options.scheme)} keys ({options.key_bits} bits)")
         self.key = generate_keypair(options.scheme, options.key_bits, insecure_key_bits=options.insecure_key_bits)
+        self._phase("starting crypto workers")
         self.pool = CryptoPool(self.key, workers=options.crypto_workers or default_workers(),
                                pool_id=f"active-{uuid.uuid4().hex}")
         self.timer.add("key setup", started)
@@ -103,12 +111,17 @@ class SecureBoostActive(ActiveScoring):
                                           pack_gradients=self.options.pack_gradients,
                                           pack_bins=self.options.pack_bins)
         started = time.perf_counter()
+        self._phase(f"encrypting gradients for tree {tree_index + 1}")
         ciphertexts = self.pool.encrypt(self.layout.sample_plaintexts(g, h))
         self.timer.add("encrypt", started)
         layout = self.layout
         msg = EncryptedGradients(tree_index, layout.offset, layout.slot_bits, layout.pack_gradients,
                                  layout.ciphertexts_per_plaintext, rows.astype(np.uint32), ciphertexts)
         self.channel.request_all({p: msg for p in self.channel.parties})
+
+    def find_splits(self, nodes, node_rows):
+        self._phase(f"summing encrypted bins for tree {self._tree + 1}")
+        return super().find_splits(nodes, node_rows)
 
     def _histograms(self, party, reply, nodes):
         if not isinstance(reply, EncryptedHistograms):
@@ -125,6 +138,7 @@ class SecureBoostActive(ActiveScoring):
             raise ProtocolError(f"party {party} sent {reply.ciphertexts.shape[0]} histogram ciphertexts "
                                 f"of {reply.ciphertexts.shape[1]} bytes, expected {expected}")
         started = time.perf_counter()
+        self._phase(f"decrypting bin sums for tree {self._tree + 1}")
         plaintexts = self.pool.decrypt(reply.ciphertexts)  # refuses ciphertexts outside Z_{n^2}
         self.timer.add("decrypt", started)
         values = layout.unpack(plaintexts, n_cts)

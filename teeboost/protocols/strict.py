@@ -67,11 +67,11 @@ class StrictResult:
 
 
 def owner_from_bins(entries, bins: FeatureBins) -> OwnerTable:
-    """(id, feature, bin, missing left, tree) entries -> an owner table of raw thresholds."""
+    """(id, feature, bin, missing left, tree) entries -> an owner table of raw thresholds
+    (or category code masks)."""
     table = OwnerTable()
     for record_id, feature, bin_, missing_left, tree in entries:
-        table.insert(int(record_id), SplitRecord(int(feature), bins.threshold(int(feature), int(bin_)),
-                                                 bool(missing_left), int(tree)))
+        table.insert(int(record_id), bins.record(int(feature), int(bin_), bool(missing_left), int(tree)))
     return table
 
 
@@ -89,7 +89,8 @@ class StrictActive:
 
     trains_in_enclave = True
 
-    def __init__(self, channel, columns, criteria, passive_bins, params, env: ProtocolEnv) -> None:
+    def __init__(self, channel, columns, criteria, passive_bins, passive_categorical, params,
+                 env: ProtocolEnv) -> None:
         self.channel = channel
         self.columns = columns
         self.params = params
@@ -110,7 +111,7 @@ class StrictActive:
         self.enclave.ecall("load", serde.encode(sm.StrictActiveLoad(
             json.dumps(self.params.to_dict()), objective, json.dumps(classes), labels.size, n_valid, outputs,
             labels.astype(np.float64), (valid_labels if valid_labels is not None else np.empty(0)).astype(np.float64),
-            self.columns.bins.n_value_bins.astype(np.int64), binned)))
+            self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask, binned)))
         if sealed_checkpoint is not None:
             self.enclave.ecall("restore", sealed_checkpoint)
         started = time.perf_counter()
@@ -212,7 +213,7 @@ class StrictPassive(NteePassive):
         self.enclave.ecall("columns", serde.encode(sm.StrictPassiveLoad(
             self.columns.n_rows, 0 if valid is None else valid.shape[0],
             self._policy.max_trees or 0, self._policy.max_depth or 0,
-            self.columns.bins.n_value_bins.astype(np.int64), binned)))
+            self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask, binned)))
         self._loaded = True
         if self._restore is not None:
             blob, n_trees = self._restore

@@ -46,21 +46,26 @@ def unpack_fixed(data: np.ndarray, count: int) -> np.ndarray:
     return full.reshape(-1).view("<i8").astype(np.int64)
 
 
-def record_arrays(owner: OwnerTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A party's split records as (ids, features, thresholds, missing left) arrays."""
+def record_arrays(owner: OwnerTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A party's split records as (ids, features, thresholds, missing left, category masks) arrays."""
     items = owner.items()
     return (np.array([i for i, _ in items], dtype=np.int64), np.array([r.feature for _, r in items], dtype=np.int32),
             np.array([r.threshold for _, r in items], dtype=np.float64),
-            np.array([r.missing_left for _, r in items], dtype=bool))
+            np.array([r.missing_left for _, r in items], dtype=bool),
+            np.array([r.categories for _, r in items], dtype=np.int64))
 
 
-def go_left_by_record(ids, features, thresholds, missing_left, raw: np.ndarray) -> dict[int, np.ndarray]:
+def go_left_by_record(ids, features, thresholds, missing_left, categories, raw: np.ndarray) -> dict[int, np.ndarray]:
     """Record id -> does each row of ``raw`` go left there (the owner table's own rule)."""
     table = OwnerTable()
-    for i, f, t, left in zip(ids, features, thresholds, missing_left):
+    if not ids.size == features.size == thresholds.size == missing_left.size == categories.size:
+        raise ProtocolError("split record arrays differ in length")
+    for i, f, t, left, mask in zip(ids, features, thresholds, missing_left, categories):
         if not 0 <= int(f) < raw.shape[1]:
             raise ProtocolError(f"record {int(i)} names feature {int(f)}; the rows have {raw.shape[1]}")
-        table.insert(int(i), SplitRecord(int(f), float(t), bool(left), 0))
+        if not 0 <= int(mask) < (1 << 62):
+            raise ProtocolError(f"record {int(i)} has category mask {int(mask)} out of range")
+        table.insert(int(i), SplitRecord(int(f), float(t), bool(left), 0, int(mask)))
     rows = np.arange(raw.shape[0])
     return {record: table.go_left(raw, record, rows) for record, _ in table.items()}
 
@@ -92,6 +97,7 @@ class StrictActiveLoad:
     labels: np.ndarray = array_field("float64", 1)
     valid_labels: np.ndarray = array_field("float64", 1)
     n_value_bins: np.ndarray = array_field("int64", 1)
+    categorical: np.ndarray = array_field("bool", 1)  # features split into category subsets
     binned: np.ndarray = array_field("uint16", 2)  # (features, n_train + n_valid)
 
 
@@ -106,6 +112,7 @@ class StrictPassiveLoad:
     max_trees: int
     max_depth: int
     n_value_bins: np.ndarray = array_field("int64", 1)
+    categorical: np.ndarray = array_field("bool", 1)
     binned: np.ndarray = array_field("uint16", 2)
 
 
@@ -210,7 +217,7 @@ class StrictReleased:
 
     ids: np.ndarray = array_field("int64", 1)
     features: np.ndarray = array_field("int32", 1)
-    bins: np.ndarray = array_field("int32", 1)
+    bins: np.ndarray = array_field("int64", 1)  # threshold bin, or category mask of a categorical feature
     default_left: np.ndarray = array_field("bool", 1)
     trees: np.ndarray = array_field("int32", 1)
     model_digest: bytes = b""  # of the published model these records belong to
@@ -235,6 +242,7 @@ class StrictPredictIn:
     own_features: np.ndarray = array_field("int32", 1)
     own_thresholds: np.ndarray = array_field("float64", 1)
     own_missing_left: np.ndarray = array_field("bool", 1)
+    own_categories: np.ndarray = array_field("int64", 1)  # category code masks (0: threshold split)
     raw: np.ndarray = array_field("float64", 2)  # (rows, own features)
 
 
@@ -259,6 +267,7 @@ class StrictRecordsIn:
     features: np.ndarray = array_field("int32", 1)
     thresholds: np.ndarray = array_field("float64", 1)
     missing_left: np.ndarray = array_field("bool", 1)
+    categories: np.ndarray = array_field("int64", 1)
     raw: np.ndarray = array_field("float64", 2)
 
 

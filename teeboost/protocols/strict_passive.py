@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ..core.gradients import GradientCodec
-from ..core.split import SplitCriteria, best_splits, left_sums
+from ..core.split import MAX_CATEGORY_BINS, SplitCriteria, best_splits, left_sums
 from ..errors import ProtocolError
 from ..transport import serde
 from . import strict_messages as sm
@@ -28,10 +28,12 @@ class PassiveStrictState:
         n_rows = load.n_train + load.n_valid
         if load.n_train < 1 or load.n_valid < 0 or binned.shape != (load.n_value_bins.size, n_rows) \
                 or (binned.size and int(binned.max()) > max_bin) or np.any(load.n_value_bins < 1) \
-                or np.any(load.n_value_bins > max_bin):
+                or np.any(load.n_value_bins > max_bin) or load.categorical.shape != load.n_value_bins.shape \
+                or np.any(load.categorical & (load.n_value_bins > MAX_CATEGORY_BINS)):
             raise ProtocolError("binned columns do not match their row and bin counts")
         self.bins = binned.astype(np.intp)
         self.n_value_bins = load.n_value_bins.copy()
+        self.categorical = load.categorical.copy()
         self.n_rows = n_rows
         self.max_bin = max_bin
         self.width = max_bin + 1
@@ -83,13 +85,14 @@ class PassiveStrictState:
             hist = children_histograms(self.bins, self.width, self.positions, self.hist, split, self.g, self.h,
                                        self.weight)
         self.hist = hist
-        best = best_splits(hist, self.n_value_bins, self.codec, self.criteria)
+        best = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical)
         n = len(best)
         sums = np.zeros((n, 3), dtype=np.int64)
         self.handles = np.frombuffer(os.urandom(8 * n), dtype=np.uint64) | np.uint64(1)
         for k, candidate in enumerate(best):
             if candidate.valid:
-                sums[k] = left_sums(hist[k, candidate.feature], candidate.bin, candidate.default_left)
+                sums[k] = left_sums(hist[k, candidate.feature], candidate.bin, candidate.default_left,
+                                    bool(self.categorical[candidate.feature]))
         self.best = best
         self.phase = "scored"
         return sm.StrictCandidates(self.tree, self.depth, np.array([b.gain for b in best], dtype=np.float64),
@@ -108,7 +111,8 @@ class PassiveStrictState:
         features = np.array([max(b.feature, 0) for b in self.best], dtype=np.int64)
         split_bins = np.array([b.bin for b in self.best], dtype=np.int64)
         default_left = np.array([b.default_left for b in self.best], dtype=bool)
-        left = go_left_all(self.bins, self.positions, self.max_bin, features, split_bins, default_left, mine)
+        left = go_left_all(self.bins, self.positions, self.max_bin, features, split_bins, default_left, mine,
+                           self.categorical)
         records = np.zeros(n, dtype=np.int64)
         for k in np.flatnonzero(mine):
             record = self._fresh_id()
@@ -134,7 +138,7 @@ class PassiveStrictState:
         self.records = dict(kept)
         return sm.StrictReleased(
             np.array([i for i, _ in kept], dtype=np.int64), np.array([r[0] for _, r in kept], dtype=np.int32),
-            np.array([r[1] for _, r in kept], dtype=np.int32), np.array([r[2] for _, r in kept], dtype=bool),
+            np.array([r[1] for _, r in kept], dtype=np.int64), np.array([r[2] for _, r in kept], dtype=bool),
             np.array([r[3] for _, r in kept], dtype=np.int32), msg.model_digest)
 
     def snapshot(self) -> bytes:

@@ -27,7 +27,7 @@ from ..core.grower import AppliedSplit, SplitFinder
 from ..core.loss import make_objective
 from ..core.model import Ensemble
 from ..core.predict import RoutingOracle
-from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best, split_gains
+from ..core.split import MAX_CATEGORY_BINS, NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best, split_gains
 from ..errors import ProtocolError, TeeboostError
 from ..transport import serde
 from . import strict_messages as sm
@@ -117,13 +117,14 @@ class Bridge:
 class ObliviousFinder(SplitFinder):
     """Split finding across the strict enclaves; positions are heap indices within a level."""
 
-    def __init__(self, bridge: Bridge, session, bins: np.ndarray, n_value_bins: np.ndarray, n_train: int,
-                 criteria: SplitCriteria, max_depth: int, outputs: int) -> None:
+    def __init__(self, bridge: Bridge, session, bins: np.ndarray, n_value_bins: np.ndarray, categorical: np.ndarray,
+                 n_train: int, criteria: SplitCriteria, max_depth: int, outputs: int) -> None:
         self.bridge = bridge
         self.session = session
         self.peers = list(session.peers)
         self.bins = bins
         self.n_value_bins = n_value_bins
+        self.categorical = categorical
         self.max_bin = session.max_bin
         self.width = session.max_bin + 1
         self.n_rows = bins.shape[1]
@@ -197,7 +198,7 @@ class ObliviousFinder(SplitFinder):
             hist = children_histograms(self.bins, self.width, self.positions, self.hist, self.parent_split, self.g,
                                        self.h, self.weight)
         self.hist = hist
-        self.own = best_splits(hist, self.n_value_bins, self.codec, self.criteria)
+        self.own = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical)
         self.timer["own histograms"] += time.perf_counter() - started
         n = 2 ** self.depth
         self.theirs = self._collect("level", sm.StrictCandidates)
@@ -257,7 +258,7 @@ class ObliviousFinder(SplitFinder):
         left = go_left_all(self.bins, self.positions, self.max_bin,
                            np.array([max(b.feature, 0) for b in own], dtype=np.int64),
                            np.array([b.bin for b in own], dtype=np.int64),
-                           np.array([b.default_left for b in own], dtype=bool), winner == 0)
+                           np.array([b.default_left for b in own], dtype=bool), winner == 0, self.categorical)
         parts = self._collect("split", sm.StrictPartition)
         records = np.zeros(n, dtype=np.int64)
         for party, msg in parts.items():
@@ -353,6 +354,8 @@ class StrictTrainer:
         if load.n_train < 1 or load.n_valid < 0 or load.labels.size != load.n_train \
                 or load.valid_labels.size != load.n_valid or binned.shape != (load.n_value_bins.size, n_rows) \
                 or (binned.size and int(binned.max()) > params.max_bin) or np.any(load.n_value_bins < 1) \
+                or load.categorical.shape != load.n_value_bins.shape \
+                or np.any(load.categorical & (load.n_value_bins > MAX_CATEGORY_BINS)) \
                 or not np.all(np.isfinite(load.labels)) or not np.all(np.isfinite(load.valid_labels)):
             raise ProtocolError("the training data given to the enclave is inconsistent")
         self.session = session
@@ -364,7 +367,7 @@ class StrictTrainer:
             raise ProtocolError("the objective's outputs do not match")
         self.bridge = Bridge()
         self.finder = ObliviousFinder(self.bridge, session, binned.astype(np.intp), load.n_value_bins.copy(),
-                                      load.n_train, criteria, params.max_depth, self.objective.n_outputs)
+                                      load.categorical.copy(), load.n_train, criteria, params.max_depth, self.objective.n_outputs)
         self.seal, self.unseal = seal, unseal
         self.state: BoostState | None = None
 

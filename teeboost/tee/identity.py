@@ -37,10 +37,12 @@ class PartyIdentity:
         try:
             raw = path.read_bytes()
         except OSError as exc:
-            raise ConfigError(f"{path}: cannot read the party identity key ({exc.strerror}); "
-                              "create one with 'teeboost tee identity --out FILE'") from None
+            raise ConfigError(f"{path}: cannot read the party identity key ({exc.strerror}); create one with "
+                              f"`teeboost tee identity --out {path}` and put the key it prints in every party's "
+                              "[tee] identities, at this party's index") from None
         if len(raw) != 36 or raw[:4] != _MAGIC:
-            raise ConfigError(f"{path}: not a teeboost party identity key")
+            raise ConfigError(f"{path}: not a teeboost party identity key (`teeboost tee identity --out FILE` "
+                              "writes one)")
         return cls(Ed25519PrivateKey.from_private_bytes(raw[4:]))
 
     @classmethod

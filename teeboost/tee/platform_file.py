@@ -26,9 +26,11 @@ def _read(path: str | Path) -> bytes:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the simulated platform file ({exc.strerror})") from None
+        raise ConfigError(f"{path}: cannot read the simulated platform file ({exc.strerror}); create one with "
+                          f"`teeboost tee platform --out {path}` and add the key it prints to every party's "
+                          "[tee] trusted_roots") from None
     if len(raw) != PLATFORM_FILE_BYTES or raw[:4] != _MAGIC:
-        raise ConfigError(f"{path}: not a simulated platform file (teeboost platform create writes one)")
+        raise ConfigError(f"{path}: not a simulated platform file (`teeboost tee platform --out FILE` writes one)")
     return raw
 
 

@@ -42,10 +42,12 @@ def test_many_values_use_at_most_max_bin_bins_of_similar_size():
     assert counts.max() < 2 * counts.min()
 
 
-def test_all_missing_and_constant_columns_cannot_split():
-    raw = np.array([[np.nan, 4.0], [np.nan, 4.0]])
+def test_all_missing_column_has_no_cut_and_one_value_is_cut_at_itself():
+    """One value (plus missing cells) is cut at that value, so "present or missing" can split."""
+    raw = np.array([[np.nan, 4.0], [np.nan, 4.0], [np.nan, np.nan]])
     bins = fit_bins(raw, max_bin=4)
-    assert bins.n_value_bins.tolist() == [1, 1]
+    assert bins.n_value_bins.tolist() == [1, 2]
+    assert bins.transform(raw)[:, 1].tolist() == [0, 0, bins.missing_bin]
 
 
 def test_dtype_and_range():

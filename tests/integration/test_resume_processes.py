@@ -120,9 +120,9 @@ def test_active_killed_and_resumed_ends_with_the_uninterrupted_model(federation)
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert_same_model(workdir)
-    assert not checkpoint.exists()  # removed once every party saved its model
+    assert not checkpoint.parent.exists()  # removed, folder and all, once every party saved its model
     for k in (1, 2):
-        assert not passive_checkpoint_file(workdir / f"model-passive-{k}" / "checkpoint", k).exists()
+        assert not passive_checkpoint_file(workdir / f"model-passive-{k}" / "checkpoint", k).parent.exists()
 
 
 def test_passive_killed_and_restarted_the_active_recovers_on_its_own(federation):

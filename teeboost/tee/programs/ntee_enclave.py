@@ -18,7 +18,7 @@ import numpy as np
 from teeboost.core.gradients import EncodedGradients, GradientCodec
 from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.nodes import NodeRows
-from teeboost.core.split import best_splits, left_sums
+from teeboost.core.split import MAX_CATEGORY_BINS, best_splits, goes_left, left_sums
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
 from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_initiator,  # noqa: F401 - entry points
@@ -126,9 +126,11 @@ def ecall_columns(rt, payload):
     cols = _expect(payload, m.EnclaveColumns)
     binned = np.ascontiguousarray(cols.binned)
     if cols.n_value_bins.size != binned.shape[0] or binned.size and binned.max() > current.max_bin \
-            or np.any(cols.n_value_bins < 1) or np.any(cols.n_value_bins > current.max_bin):
+            or np.any(cols.n_value_bins < 1) or np.any(cols.n_value_bins > current.max_bin) \
+            or cols.categorical.shape != cols.n_value_bins.shape \
+            or np.any(cols.categorical & (cols.n_value_bins > MAX_CATEGORY_BINS)):
         raise ProtocolError("binned columns do not match their bin counts")
-    rt.state.update(n_value_bins=cols.n_value_bins.copy(), binned=binned,
+    rt.state.update(n_value_bins=cols.n_value_bins.copy(), categorical=cols.categorical.copy(), binned=binned,
                     builder=HistogramBuilder(binned, current.max_bin + 1))
     return b""
 
@@ -160,7 +162,7 @@ def ecall_level_record(rt, record):
     apply_announcements(nodes, msg)
     requested = [int(n) for n in msg.nodes]
     hist = rt.state["builder"].level(requested, nodes)
-    best = best_splits(hist, rt.state["n_value_bins"], rt.state["codec"], current.criteria)
+    best = best_splits(hist, rt.state["n_value_bins"], rt.state["codec"], current.criteria, rt.state["categorical"])
     handles = {}
     handle_array = np.zeros(len(requested), dtype=np.uint64)
     sums = np.zeros((len(requested), 3), dtype=np.int64)
@@ -170,7 +172,8 @@ def ecall_level_record(rt, record):
         handles[handle] = (node, candidate)
         handle_array[i] = handle
         if candidate.valid:
-            sums[i] = left_sums(hist[i, candidate.feature], candidate.bin, candidate.default_left)
+            sums[i] = left_sums(hist[i, candidate.feature], candidate.bin, candidate.default_left,
+                                bool(rt.state["categorical"][candidate.feature]))
             digests[i] = np.frombuffer(m.row_set_digest(_left_rows(rt, node, candidate)), dtype=np.uint8)
     rt.state["handles"] = handles
     gains = np.array([c.gain for c in best], dtype=np.float64)
@@ -180,10 +183,8 @@ def ecall_level_record(rt, record):
 def _left_rows(rt, node, candidate):
     rows = rt.state["nodes"].rows(int(node))
     column = rt.state["binned"][candidate.feature, rows]
-    go_left = column <= candidate.bin
-    if candidate.default_left:
-        go_left |= column == session(rt).max_bin
-    return rows[go_left]
+    return rows[goes_left(column, candidate.bin, candidate.default_left,
+                          bool(rt.state["categorical"][candidate.feature]), session(rt).max_bin)]
 
 
 def ecall_apply(rt, payload):
@@ -206,5 +207,5 @@ def ecall_apply(rt, payload):
         directions.append(candidate.default_left)
         parents.append(rows)
         lefts.append(left)
-    return serde.encode(m.Applied(np.array(features, dtype=np.int32), np.array(bins, dtype=np.int32),
+    return serde.encode(m.Applied(np.array(features, dtype=np.int32), np.array(bins, dtype=np.int64),
                                   np.array(directions, dtype=bool), subsets_to_bits(parents, lefts)))

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from teeboost.core.gradients import GradientCodec
-from teeboost.core.split import NodeBest, best_splits, left_sums
+from teeboost.core.split import MAX_CATEGORY_BINS, NodeBest, best_splits, goes_left, left_sums
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
 from teeboost.protocols.enclave_session import session, start_session
@@ -67,16 +67,19 @@ def ecall_finish_responder(rt, payload):
     channel = current.confirm(party, "initiator", parts.get(1, b""))
     meta = _expect(channel.open(parts.get(2, b"")), m.PartyMeta)
     bins = meta.n_value_bins
-    if bins.size == 0 or np.any(bins < 1) or np.any(bins > current.max_bin) or meta.n_rows < 1:
+    if bins.size == 0 or np.any(bins < 1) or np.any(bins > current.max_bin) or meta.n_rows < 1 \
+            or meta.categorical.shape != bins.shape or np.any(meta.categorical & (bins > MAX_CATEGORY_BINS)):
         raise ProtocolError(f"party {party} reported invalid bin counts")
     rt.state["meta"][party] = (int(meta.n_rows), bins.copy())
+    rt.state.setdefault("categorical", {})[party] = meta.categorical.copy()
     return b""
 
 
-def _check_bins(rt, party, n_value_bins, binned):
+def _check_bins(rt, party, n_value_bins, categorical, binned):
     """A party's bin assignments, fresh or restored: its own features, counts and rows."""
     n_rows, reported = rt.state["meta"][party]
-    if not np.array_equal(n_value_bins, reported) or binned.shape != (reported.size, n_rows):
+    if not np.array_equal(n_value_bins, reported) or binned.shape != (reported.size, n_rows) \
+            or not np.array_equal(categorical, rt.state["categorical"][party]):
         raise ProtocolError(f"party {party} sent bin assignments for other features or rows than it reported")
     missing_bin = session(rt).max_bin
     for f, n_bins in enumerate(reported):
@@ -89,7 +92,7 @@ def ecall_bins_once(rt, payload):
     """A passive party's bin assignments (BinsOnce, sealed by that party)."""
     party = int.from_bytes(payload[:4], "big")
     msg = _expect(session(rt).channel(party).open(payload[4:]), m.BinsOnce)
-    _check_bins(rt, party, msg.n_value_bins, msg.binned)
+    _check_bins(rt, party, msg.n_value_bins, msg.categorical, msg.binned)
     rt.state["bins"][party] = np.ascontiguousarray(msg.binned)
     return b""
 
@@ -99,7 +102,8 @@ def ecall_checkpoint(rt, payload):
     assignments (bins-once), bound to this measurement, platform and run context (derived
     here from the attested init, never chosen by the host)."""
     current = session(rt)
-    records = {p: serde.encode(m.BinsOnce(rt.state["meta"][p][1], rt.state["bins"][p])) for p in sorted(rt.state["bins"])}
+    records = {p: serde.encode(m.BinsOnce(rt.state["meta"][p][1], rt.state["categorical"][p], rt.state["bins"][p]))
+               for p in sorted(rt.state["bins"])}
     return rt.seal(m.pack_records(records), b"teeboost-checkpoint/onetee/" + current.context)
 
 
@@ -113,7 +117,7 @@ def ecall_restore(rt, blob):
         if party not in rt.state["meta"]:
             raise ProtocolError(f"the checkpoint holds bins of party {party}, which has no channel in this run")
         msg = _expect(frame, m.BinsOnce)
-        _check_bins(rt, party, msg.n_value_bins, msg.binned)
+        _check_bins(rt, party, msg.n_value_bins, msg.categorical, msg.binned)
         restored[party] = np.ascontiguousarray(msg.binned)
     rt.state["bins"].update(restored)
     return np.array(sorted(restored), dtype=np.int64).tobytes()
@@ -176,10 +180,8 @@ def _left_digest(rt, party, node, best):
     if binned is None:
         binned = rt.state["row_bins"][party]
     rows = rt.state["tree"].nodes.rows(node)
-    column = binned[best.feature, rows]
-    go_left = column <= best.bin
-    if best.default_left:
-        go_left |= column == session(rt).max_bin
+    categorical = bool(rt.state["categorical"][party][best.feature])
+    go_left = goes_left(binned[best.feature, rows], best.bin, best.default_left, categorical, session(rt).max_bin)
     return m.row_set_digest(rows[go_left])
 
 
@@ -258,9 +260,11 @@ def ecall_choose(rt, payload):
     for party, record in records.items():
         sums = _expect(current.channel(party).open(record), m.MaskedSums)
         hist = _party_histograms(rt, party, sums, nodes, width)
-        bests[party] = best_splits(hist, rt.state["meta"][party][1], tree.codec, current.criteria)
+        categorical = rt.state["categorical"][party]
+        bests[party] = best_splits(hist, rt.state["meta"][party][1], tree.codec, current.criteria, categorical)
         for i, b in enumerate(bests[party]):
-            left = left_sums(hist[i, b.feature], b.bin, b.default_left) if b.valid else np.zeros(3, dtype=np.int64)
+            left = left_sums(hist[i, b.feature], b.bin, b.default_left, bool(categorical[b.feature])) if b.valid \
+                else np.zeros(3, dtype=np.int64)
             digest = _left_digest(rt, party, nodes[i], b) if b.valid else None
             candidates[i].append((party, NodeBest(b.gain, -1, -1, False), left, digest))
     parties, gains = tree.choose(candidates)
@@ -272,7 +276,7 @@ def ecall_choose(rt, payload):
     for party, splits in won.items():
         frame = serde.encode(m.SplitLocators(tree.tree, np.array([n for n, _ in splits], dtype=np.int32),
                                              np.array([b.feature for _, b in splits], dtype=np.int32),
-                                             np.array([b.bin for _, b in splits], dtype=np.int32),
+                                             np.array([b.bin for _, b in splits], dtype=np.int64),
                                              np.array([b.default_left for _, b in splits], dtype=bool)))
         sealed[party] = current.channel(party).seal(frame)
     return serde.encode(m.OneTeeChosen(parties, gains, np.frombuffer(m.pack_records(sealed), dtype=np.uint8)))

@@ -174,7 +174,8 @@ def ecall_predict_finish(rt, payload):
             raise ProtocolError(f"party {party} evaluated other rows than the ones to predict")
         flat = np.unpackbits(answer.bits, count=answer.ids.size * msg.n_rows).astype(bool)
         bits[party] = {int(i): flat[j * msg.n_rows:(j + 1) * msg.n_rows] for j, i in enumerate(answer.ids)}
-    own = sm.go_left_by_record(msg.own_ids, msg.own_features, msg.own_thresholds, msg.own_missing_left, msg.raw)
+    own = sm.go_left_by_record(msg.own_ids, msg.own_features, msg.own_thresholds, msg.own_missing_left,
+                               msg.own_categories, msg.raw)
     margin = ensemble.margin(msg.n_rows, _BitsOracle(own, bits))
     return serde.encode(sm.StrictPredictions(margin))
 
@@ -192,7 +193,7 @@ def ecall_predict_records(rt, payload):
     n_rows = mine.raw.shape[0]
     if n_rows != request.n_rows:
         raise ProtocolError(f"the active party predicts {request.n_rows} rows; this party holds {n_rows}")
-    left = sm.go_left_by_record(mine.ids, mine.features, mine.thresholds, mine.missing_left, mine.raw)
+    left = sm.go_left_by_record(mine.ids, mine.features, mine.thresholds, mine.missing_left, mine.categories, mine.raw)
     ids = np.array(sorted(left), dtype=np.int64)
     bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n_rows), dtype=bool)
     return channel.seal(serde.encode(sm.StrictRecordBits(n_rows, ids, np.packbits(bits.reshape(-1)))))

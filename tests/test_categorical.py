@@ -1,0 +1,170 @@
+"""Native categorical features: category-subset splits, identical in every protocol, routed
+by their owner with its own vocabulary, and unseen or rare categories handled."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from teeboost.categories import Vocabulary
+from teeboost.config import BoostParams, ProtocolOptions
+from teeboost.core.gradients import GradientCodec
+from teeboost.core.split import SplitCriteria, best_splits, split_gains
+from teeboost.data import PartyData
+from teeboost.estimator import VerticalBoostClassifier, party_features
+from teeboost.federation import FederatedModel, train_local
+
+from .helpers import federated_descriptions
+
+FAST = ProtocolOptions(allow_simulated_tee=True, key_bits=512, insecure_key_bits=True)
+CITIES = ["München", "Berlin", "Köln", "Hamburg", "Bonn", "Essen", "Kiel", "Ulm"]
+EFFECT = {"München": 1.0, "Berlin": -1.0, "Köln": 0.8, "Hamburg": -0.7, "Bonn": 0.9, "Essen": -0.9,
+          "Kiel": 0.1, "Ulm": -0.2}
+
+
+def customers(n: int = 1500, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    city = rng.choice(CITIES, n)
+    plan = rng.choice(["basic", "plus", "pro", "family"], n)
+    x = rng.normal(size=n)
+    logit = np.vectorize(EFFECT.get)(city) + (plan == "pro") * 1.0 + 0.5 * x + rng.normal(size=n) * 0.5
+    frame = pd.DataFrame({"cid": [f"c{i}" for i in range(n)], "x": x, "plan": plan, "city": city,
+                          "score": rng.normal(size=n), "y": (logit > 0).astype(int)})
+    frame.loc[::17, "city"] = None  # missing categories
+    frame.loc[5::23, "plan"] = None
+    return frame
+
+
+def parties(frame: pd.DataFrame) -> tuple[PartyData, list[PartyData]]:
+    active = PartyData.from_frame(frame[["cid", "x", "plan", "y"]], id_column="cid", label="y", name="bank")
+    passive = PartyData.from_frame(frame[["cid", "city", "score"]], id_column="cid", name="telco")
+    return active, [passive]
+
+
+def test_text_columns_become_categorical_with_a_frequency_vocabulary():
+    active, (passive,) = parties(customers())
+    assert list(active.categorical_mask) == [False, True]
+    assert list(passive.categorical_mask) == [True, False]
+    vocabulary = passive.vocabularies["city"]
+    assert set(vocabulary.names) == set(CITIES) and not vocabulary.other
+    codes = passive.features[:, 0]
+    assert np.isnan(codes[::17]).all() and not np.isnan(np.delete(codes, np.arange(0, codes.size, 17))).any()
+
+
+def test_rare_categories_share_other_code_and_unseen_ones_join_them():
+    frame = pd.DataFrame({"c": [f"v{i % 70}" for i in range(700)] + ["v0"] * 300})
+    data = PartyData.from_frame(frame, name="p")
+    vocabulary = data.vocabularies["c"]
+    assert vocabulary.other and len(vocabulary.names) == 61 and vocabulary.names[0] == "v0"
+    assert data.features[:, 0].max() == 61  # every rare category is code 61 ("other")
+    later = PartyData.from_frame(pd.DataFrame({"c": ["v0", "never-seen", None]}), name="p")
+    coded = later.with_vocabularies(data.vocabularies).features[:, 0]
+    assert coded[0] == 0 and coded[1] == 61 and np.isnan(coded[2])
+    closed = Vocabulary(("a", "b"), other=False)  # no rare categories at training: unseen counts as missing
+    assert np.isnan(closed.codes(later.with_vocabularies({"c": closed}).categorical["c"])[1])
+
+
+def test_subset_split_is_the_best_over_all_subsets():
+    """Sorting by gradient ratio finds the best two-way partition (Fisher 1958), checked by brute force."""
+    rng = np.random.default_rng(3)
+    codec = GradientCodec(16)
+    criteria = SplitCriteria(min_child_weight=0.0)
+    n_cat = 6
+    hist = np.zeros((1, 1, 9, 3), dtype=np.int64)
+    hist[0, 0, :n_cat, 0] = codec.encode(rng.normal(size=n_cat) * 20)
+    hist[0, 0, :n_cat, 1] = codec.encode(rng.uniform(5, 30, size=n_cat))
+    hist[0, 0, :n_cat, 2] = rng.integers(10, 50, size=n_cat)
+    (best,) = best_splits(hist, np.array([n_cat]), codec, criteria, np.array([True]))
+    total = hist[0, 0].sum(axis=0)
+    brute = -np.inf
+    for size in range(1, n_cat):
+        for subset in itertools.combinations(range(n_cat), size):
+            left = hist[0, 0, list(subset)].sum(axis=0)
+            brute = max(brute, float(split_gains(left[None], total[None], codec, criteria)[0]))
+    assert best.gain == pytest.approx(brute, rel=1e-12)
+    assert 0 < best.bin < 2 ** n_cat
+
+
+def test_the_split_separates_categories_by_effect_not_by_name_order():
+    frame = customers(3000, seed=1)
+    active, passives = parties(frame)
+    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=1, subsample=1.0))
+    tree = model.active.ensemble.trees[0]
+    assert tree.party[0] == 1  # the city is the strongest signal
+    record = model.passives[0].owner.get(tree.record[0])
+    names = set(passives[0].vocabularies["city"].describe(record.categories))
+    positive = {c for c, e in EFFECT.items() if e > 0.5}
+    negative = {c for c, e in EFFECT.items() if e < -0.5}
+    assert positive <= names and not (negative & names) or negative <= names and not (positive & names)
+
+
+@pytest.mark.parametrize("protocol", ["secureboost", "ntee", "onetee", "strict"])
+def test_every_protocol_grows_plain_trees_with_categories(protocol):
+    frame = customers(900, seed=2)
+    active, passives = parties(frame)
+    params = BoostParams(n_trees=2, max_depth=3, max_bin=5)  # 8 cities in 5 bins: the rarest share one
+    plain, _ = train_local(active, passives, params)
+    other, _ = train_local(active, passives, params, protocol, options=FAST)
+    statistics = protocol != "strict"  # strict publishes no gains or node sizes
+    assert federated_descriptions(other, statistics) == federated_descriptions(plain, statistics)
+    assert any(r.categorical for _, r in plain.passives[0].owner.items())
+    assert any(r.categorical for _, r in plain.active.owner.items())
+    a, p = party_features(plain, active, passives)
+    assert np.array_equal(other.predict(a, p), plain.predict(a, p))
+
+
+def test_prediction_codes_new_data_with_the_models_vocabulary(tmp_path):
+    frame = customers(1200, seed=4)
+    active, passives = parties(frame)
+    model = VerticalBoostClassifier(n_trees=3, max_depth=3).fit(active, passives)
+    expected = model.predict_proba(active, passives)
+    model.save(tmp_path)
+    loaded = VerticalBoostClassifier.load(tmp_path)
+    # the same customers in another file: other row order, other category frequencies, one row at a time
+    shuffled = frame.sample(frac=1.0, random_state=0).head(40)
+    again_active, again_passives = parties(shuffled)
+    proba = loaded.predict_proba(again_active, again_passives)
+    rows = pd.Index(frame["cid"]).get_indexer(shuffled["cid"])
+    assert np.allclose(proba, expected[rows])
+    single_active, single_passives = parties(shuffled.head(1))
+    assert np.allclose(loaded.predict_proba(single_active, single_passives), expected[rows[:1]])
+
+
+def test_unseen_category_at_prediction_is_scored():
+    frame = customers(800, seed=5)
+    active, passives = parties(frame)
+    model, _ = train_local(active, passives, BoostParams(n_trees=2, max_depth=2))
+    new = frame.head(3).copy()
+    new["city"] = ["Paris", "Rom", None]
+    a, p = parties(new)
+    x_active, x_passive = party_features(model, a, p)
+    assert np.isnan(x_passive[0][:, 0]).all()  # no "other" code in training: unseen counts as missing
+    assert np.all(np.isfinite(model.predict(x_active, x_passive)))
+
+
+def test_model_file_lists_each_partys_own_categories(tmp_path):
+    frame = customers(600, seed=6)
+    active, passives = parties(frame)
+    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2))
+    model.save(tmp_path)
+    import json
+    passive_file = json.loads((tmp_path / "passive-1.json").read_text())
+    active_file = json.loads((tmp_path / "active.json").read_text())
+    assert set(passive_file["categories"]) == {"city"} and "city" not in json.dumps(active_file["categories"])
+    assert set(active_file["categories"]) == {"plan"}
+    loaded = FederatedModel.load(tmp_path)
+    assert loaded.passives[0].vocabularies == model.passives[0].vocabularies
+
+
+def test_category_masks_out_of_range_are_refused():
+    from teeboost.core.tree import OwnerTable
+    from teeboost.errors import ModelFileError, ProtocolError
+    from teeboost.protocols.strict_messages import go_left_by_record
+
+    entry = {"id": 0, "feature": 0, "threshold": 0.0, "missing_left": False, "tree": 0, "categories": 1 << 62}
+    with pytest.raises(ModelFileError, match="category mask"):
+        OwnerTable.from_list([entry], 1)
+    with pytest.raises(ProtocolError, match="category mask"):
+        go_left_by_record(np.array([1]), np.array([0]), np.array([0.0]), np.array([False]), np.array([-1]),
+                          np.zeros((2, 1)))
