@@ -667,7 +667,8 @@ def _cmd_party(args: argparse.Namespace) -> int:
         config.protocol = args.protocol
     progress = _Progress(config.params.n_trees, sys.stderr.isatty() and not args.json)
     try:
-        report = run_training(config, transcript=args.transcript, on_tree=progress, resume=args.resume)
+        report = run_training(config, transcript=args.transcript, on_tree=progress, resume=args.resume,
+                              on_phase=progress.phase)
     finally:
         progress.close()
     if args.shutdown_peers:
@@ -992,7 +993,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="active: continue the interrupted run from every party's checkpoint")
     party.add_argument("--allow-simulated-tee", action="store_true",
                        help="accept simulated enclaves and quotes (as [tee] allow_simulated = true)")
-    party.add_argument("--json", action="store_true", help="active: print exactly one JSON object on stdout")
+    party.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout (active: the run's report; passive: what it served, when it stops)")
     party.set_defaults(func=_cmd_party)
     tee = sub.add_parser("tee", help="enclave set-up: a party's identity key, a simulated platform")
     tee_sub = tee.add_subparsers(dest="tee_command", required=True)

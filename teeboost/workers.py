@@ -3,14 +3,14 @@
 ``multiprocessing``'s spawn start method re-imports the parent's ``__main__`` in every child,
 so a library using it runs its caller's script body again, once per worker, unless the caller
 wrote ``if __name__ == "__main__":``. A ``WorkerPool`` instead starts each worker as
-``python -m teeboost.workers``: the child imports only this module, the initializer's module
-and the modules of the functions it is asked to run.
+``python -m teeboost.workers``: the child imports this module and then only the modules of
+the initializer and of the functions it is asked to run.
 
 Transport: every message is a pickle preceded by its length (8 bytes, big-endian), over the
 worker's standard input (jobs) and standard output (replies). Unpickling executes code, which
 is acceptable only because both ends of these pipes are our own process and its child: they
-are created here, never named in the file system and never inherited by other processes. Never
-point this transport at anything a peer can write to. The worker's standard error stays the
+are created here, have no name in the file system and are closed in every other child process.
+Never point this transport at anything a peer can write to. The worker's standard error stays the
 parent's, and anything a job prints goes there too, so it cannot corrupt the replies.
 
 A worker exits when its standard input closes: when the pool is closed, garbage collected, at

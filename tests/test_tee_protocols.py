@@ -37,6 +37,17 @@ def test_same_trees_and_predictions_as_plain(small_credit, reference, protocol, 
     assert "simulated" in run.enclaves
 
 
+@pytest.mark.parametrize("protocol, options", VARIANTS[:3], ids=IDS[:3])
+def test_levels_where_only_the_larger_child_is_searched(small_credit, protocol, options):
+    """With a large leaf floor the smaller child of a split is too small to search: a party
+    still builds it, only to derive its larger sibling from their parent."""
+    active, passives = small_credit
+    params = BoostParams(n_trees=3, max_depth=4, min_samples_leaf=60)
+    plain, _ = train_local(active, passives, params)
+    model, _ = train_local(active, passives, params, protocol, options=options)
+    assert federated_descriptions(model) == federated_descriptions(plain)
+
+
 def test_three_parties(credit_parties):
     active, (passive,) = credit_parties
     rows = np.arange(2500)

@@ -236,3 +236,40 @@ def test_categorical_accuracy_within_0_01_of_xgboost_on_diamonds():
     theirs = float(np.mean((booster.predict(xgb.DMatrix(x.iloc[test_rows], enable_categorical=True)) >= 0.5)
                            == y[test_rows]))
     assert ours > 0.9 and abs(ours - theirs) <= 0.01, (ours, theirs)
+
+
+def test_deployed_passive_party_with_text_and_constant_columns(tmp_path, small_credit):
+    """A passive organisation's file as it comes: a text column, a constant one. It trains,
+    saves its own categories, and scores a later batch holding a category it never saw."""
+    from teeboost.deploy.messages import Finish, PredictData
+    from teeboost.model_files import load_passive
+    from teeboost.parties.active import FederatedOracle
+    from teeboost.transport.inmemory import InMemoryChannel
+
+    from .test_policy import OPT_IN, align, service, setup, train as train_deployed
+
+    active, passives = small_credit
+    passive = passives[0]
+    frame = pd.DataFrame(passive.features, columns=list(passive.feature_names))
+    age = frame["age"].to_numpy()
+    frame["segment"] = np.where(age < 35, "young", np.where(age < 60, "middle", "senior"))
+    frame["region"] = "north"  # constant: dropped with a warning
+    frame.insert(0, "id", passive.ids)
+    frame.to_csv(tmp_path / "passive.csv", index=False, sep=";")  # and semicolon-separated
+    party = service(tmp_path, OPT_IN)
+    channel = InMemoryChannel({1: party.handle})
+    aligned = active.take(align(channel, active))
+    with pytest.warns(DataWarning, match="'region' \\(constant 'north'\\)"):  # the passive party decides
+        train_rows, _ = setup(channel, aligned)
+    model, _ = train_deployed(channel, train_rows)
+    channel.request_all({1: Finish("plain")})
+    saved = load_passive(party.config.model_dir / "passive-1.json")
+    assert "region" not in saved.feature_names and saved.vocabularies["segment"].names
+    frame.loc[frame.index[:5], "segment"] = "centenarian"  # a category training never saw
+    frame.to_csv(tmp_path / "passive.csv", index=False, sep=";")
+    batch = active.take(np.arange(40))
+    shared = align(channel, batch, "predict")
+    channel.request_all({1: PredictData("predict")})
+    margin = model.ensemble.margin(shared.size, FederatedOracle(channel, "predict", model.owner,
+                                                                batch.features[shared]))
+    assert shared.size == 40 and np.isfinite(margin).all()

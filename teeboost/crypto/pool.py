@@ -2,9 +2,10 @@
 
 A ``CryptoPool`` starts ``workers`` processes (fresh interpreters that never import the
 caller's script: ``teeboost.workers``) that each receive the key material once in their
-initializer and, for the key holder, build the fixed-base encryption tables there. Jobs then carry only numbers: plaintexts as
-Python ints, ciphertexts as fixed-width bytes, bins as numpy arrays. With ``workers <= 1``
-the same functions run in this process, so small jobs and tests skip process start-up.
+initializer and, for the key holder, build the fixed-base encryption tables there. Jobs
+then carry only numbers: plaintexts as Python ints, ciphertexts as fixed-width bytes, bins as
+numpy arrays. With ``workers <= 1`` the same functions run in this process, so small jobs and
+tests skip process start-up.
 """
 
 from __future__ import annotations

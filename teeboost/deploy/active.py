@@ -73,7 +73,8 @@ def peer_fingerprints(config: PartyConfig) -> dict[str, str]:
 
 
 def run_training(config: PartyConfig, *, transcript: Path | None = None,
-                 on_tree: Callable[[TreeProgress], None] | None = None, resume: bool = False) -> dict[str, Any]:
+                 on_tree: Callable[[TreeProgress], None] | None = None, resume: bool = False,
+                 on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
     data = PartyData.from_csv(config.data, id_column=config.id_column, label=config.label, name=config.name,
                               require_label=True)
     # this party's own policy first: nothing is sent for a run it would not take part in
@@ -90,7 +91,7 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
     try:
         while True:
             try:
-                result = _train_once(config, channel, data, transcript, on_tree, resume, run_id, audit)
+                result = _train_once(config, channel, data, transcript, on_tree, resume, run_id, audit, on_phase)
                 audit.write("trained", run_id=run_id, n_trees=result["n_trees"], metric=result["metric"],
                             value=result["value"], bytes_total=result["bytes_total"],
                             queries=result["messages"])
@@ -140,7 +141,7 @@ def _outputs(data: PartyData, config: PartyConfig) -> int:
 
 def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, transcript: Path | None,
                 on_tree: Callable[[TreeProgress], None] | None, resume: bool, run_id: str,
-                audit: AuditLog) -> dict[str, Any]:
+                audit: AuditLog, on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     rows, sizes = intersect_as_active(channel, data.ids)
     audit.write("aligned", run_id=run_id, purpose="train", ids=data.n_rows, intersection=int(rows.size))
@@ -168,7 +169,7 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
                               party_names=names,
                               validation=(aligned.take(valid), "valid") if valid.size else None,
                               transcript=transcript, on_tree=on_tree, checkpoint_dir=config.checkpoint_dir,
-                              resume=resume)
+                              resume=resume, on_phase=on_phase)
     value = None
     if test.size:
         held_out = aligned.take(test)

@@ -219,8 +219,10 @@ def _party_histograms(rt, party, sums, nodes, width):
                             "(altered on the way)")
     cache = rt.state["cache"].get(party, {})
     computed = {}
+    # a requested node's smaller sibling may be built only to derive the node from their parent
+    buildable = set(nodes) | {tree.nodes.sibling(n) for n in nodes if tree.nodes.parent(n) >= 0}
     for i, node in enumerate(int(n) for n in sums.built):
-        if node not in nodes or node in computed:
+        if node not in buildable or node in computed or node not in tree.nodes:
             raise ProtocolError(f"party {party} built node {node}, which is not in this level (or twice)")
         rows = tree.nodes.rows(node)
         if party in rt.state["bins"]:
