@@ -405,7 +405,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                             "parties online)")
     model = FederatedModel.load(args.model_dir, ProtocolOptions(allow_simulated_tee=args.allow_simulated_tee))
     id_column = model.active.id_column
-    frame = read_csv(args.data, id_column=id_column)
+    frame = read_csv(args.data, id_column=id_column, text_columns=[name for m in [model.active, *model.passives]
+                                                                  for name in m.vocabularies])
     if id_column is not None and id_column not in frame.columns:
         id_column = None
     source = str(args.data)

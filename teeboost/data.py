@@ -24,17 +24,19 @@ class DataWarning(UserWarning):
     """Something in the data was adjusted (columns dropped, rows left out); training goes on."""
 
 
-def read_csv(path: str | Path, *, id_column: str | None = None, sep: str | None = None) -> pd.DataFrame:
-    """Read a CSV with ``NA``/empty as missing; ids are kept as text. Without ``sep`` the
-    delimiter (comma, semicolon, tab or pipe) is sniffed from the first lines."""
+def read_csv(path: str | Path, *, id_column: str | None = None, sep: str | None = None,
+             text_columns: list[str] | tuple[str, ...] = ()) -> pd.DataFrame:
+    """Read a CSV with ``NA``/empty as missing; ids (and ``text_columns``: a model's categorical
+    features, whose '01' must not become 1) are kept as text. Without ``sep`` the delimiter
+    (comma, semicolon, tab or pipe) is sniffed from the first lines."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     if sep is None:
         sep = sniff_separator(path)
     try:
-        frame = pd.read_csv(path, sep=sep, dtype={id_column: str} if id_column else None,
-                            keep_default_na=True)
+        text = {name: str for name in [*([id_column] if id_column else []), *text_columns]}
+        frame = pd.read_csv(path, sep=sep, dtype=text or None, keep_default_na=True)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -47,6 +49,15 @@ def read_csv(path: str | Path, *, id_column: str | None = None, sep: str | None 
                 raise DataError(f"{path}: one column {str(only)[:60]!r} was read; the file seems separated by "
                                 f"{other!r}: give --sep {other!r}")
     return frame
+
+
+def read_csv_header(path: str | Path, sep: str | None = None) -> list[str]:
+    """The column names of a CSV file."""
+    path = Path(path)
+    try:
+        return [str(c) for c in pd.read_csv(path, sep=sep or sniff_separator(path), nrows=0).columns]
+    except (OSError, pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
+        return []
 
 
 def sniff_separator(path: Path) -> str:
@@ -81,6 +92,11 @@ def _infinite_check(values: np.ndarray, column: pd.Series, source: str) -> np.nd
         raise DataError(f"{source}: column {column.name!r} has infinite value {values[position]} in data row "
                         f"{position + 1} (leave the cell empty if the value is missing)")
     return values
+
+
+def _is_text(column: pd.Series) -> bool:
+    return not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
+                or pd.api.types.is_datetime64_any_dtype(column))
 
 
 def _looks_like_dates(text: pd.Series) -> bool:
@@ -198,6 +214,11 @@ class PartyData:
         missing = [n for n in feature_names if n not in self.feature_names]
         if missing:
             raise DataError(f"{self.source}: {who} needs column(s) {', '.join(map(repr, missing))}")
+        for name in feature_names:
+            if name not in vocabularies and name in self.vocabularies:
+                column = self.categorical[name]
+                raise DataError(f"{self.source}: column {name!r} holds text (e.g. {column.levels[0]!r}), but {who} "
+                                "learnt it as numbers; fix the value (leave the cell empty if it is missing)")
         return self.with_vocabularies(vocabularies).select(list(feature_names))
 
     def select(self, names: list[str]) -> "PartyData":
@@ -249,6 +270,9 @@ class PartyData:
         vocabularies: dict[str, Vocabulary] = {}
         for j, column in enumerate(feature_names):
             values = _read_column(frame[column], source, column in categorical)
+            if not isinstance(values, CategoricalColumn) and _is_text(frame[column]):
+                text_columns[column] = CategoricalColumn.from_series(frame[column])  # its text, should a
+                # model hold the column as categories ('01' is not '1')
             if isinstance(values, CategoricalColumn):
                 if column not in categorical:
                     check_vocabulary_size(column, values, source, frame.shape[0])
@@ -306,7 +330,7 @@ class PartyData:
         sep: str | None = None,
         categorical: list[str] | tuple[str, ...] = (),
     ) -> "PartyData":
-        frame = read_csv(path, id_column=id_column, sep=sep)
+        frame = read_csv(path, id_column=id_column, sep=sep, text_columns=categorical)
         return cls.from_frame(frame, id_column=id_column, label=label, name=name,
                               source=str(path), require_label=require_label, categorical=categorical)
 

@@ -209,8 +209,8 @@ class WorkerPool:
         failures: dict[int, tuple] = {}
         unsendable: list[Exception] = []
 
-        def refill(worker: _Worker) -> None:
-            while len(worker.in_flight) < _JOBS_IN_FLIGHT and not failures and not unsendable:
+        def refill(worker: _Worker, depth: int = _JOBS_IN_FLIGHT) -> None:
+            while len(worker.in_flight) < depth and not failures and not unsendable:
                 args = next(jobs, None)
                 if args is None:
                     return
@@ -232,8 +232,9 @@ class WorkerPool:
         with self._lock:
             if not self._workers:
                 raise WorkerError("the worker pool is closed")
-            for worker in self._workers:
-                refill(worker)
+            for depth in range(1, _JOBS_IN_FLIGHT + 1):  # one job each first, so few jobs still spread
+                for worker in self._workers:
+                    refill(worker, depth)
             self._exchange(refill, on_reply, f"while running {_describe(fn)}")
         if failures:
             _raise_job_error(failures[min(failures)], fn)

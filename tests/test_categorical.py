@@ -12,6 +12,7 @@ from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.core.gradients import GradientCodec
 from teeboost.core.split import SplitCriteria, best_splits, split_gains
 from teeboost.data import PartyData
+from teeboost.errors import DataError
 from teeboost.estimator import VerticalBoostClassifier, party_features
 from teeboost.federation import FederatedModel, train_local
 
@@ -168,3 +169,79 @@ def test_category_masks_out_of_range_are_refused():
     with pytest.raises(ProtocolError, match="category mask"):
         go_left_by_record(np.array([1]), np.array([0]), np.array([0.0]), np.array([False]), np.array([-1]),
                           np.zeros((2, 1)))
+
+
+@pytest.mark.parametrize("protocol", ["plain", "strict"])
+def test_a_passive_party_cannot_read_labels_from_single_row_categories(protocol):
+    """The attack: a passive party gives 24 chosen rows a category each, in columns that
+    follow its real features so they win nodes. Sorting by gradient ratio would put every
+    y=1 row first, and its own masks would name them. Categories with fewer than
+    MIN_CATEGORY_ROWS of the node's rows are never split off, so no mask names one."""
+    from teeboost.data import split_columns
+    from teeboost.datasets import GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit
+
+    frame = load_give_me_some_credit().head(2000).copy()
+    rng = np.random.default_rng(7)
+    targets = rng.permutation(len(frame))[:24 * 4].reshape(4, 24)
+    probes = []
+    for p, rows in enumerate(targets):
+        base = frame[GIVE_ME_SOME_CREDIT_PASSIVE[p]].rank(method="first")
+        column = np.array([f"g{int(v)}" if v == v else "gna" for v in pd.qcut(base, 7, labels=False)], dtype=object)
+        column[rows] = [f"r{r}" for r in rows]
+        frame[f"probe{p}"] = column
+        probes.append(f"probe{p}")
+    active, passives = split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE + probes], label=GIVE_ME_SOME_CREDIT_LABEL,
+                                     id_column="id", categorical=probes)
+    model, _ = train_local(active, passives, BoostParams(n_trees=10, max_depth=4), protocol, options=FAST)
+    passive = model.passives[0]
+    probe_records = [r for _, r in passive.owner.items() if passive.feature_names[r.feature] in probes]
+    assert probe_records  # the probes do win nodes ...
+    for record in probe_records:  # ... but no single row's category is ever split off
+        named = passive.vocabularies[passive.feature_names[record.feature]].describe(record.categories)
+        assert not [n for n in named if n.startswith("r")], named
+
+
+def test_numeric_feature_arriving_as_text_at_prediction_is_refused():
+    frame = customers(600, seed=7)
+    active, passives = parties(frame)
+    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2))
+    new = frame.head(10).copy()
+    new["score"] = new["score"].astype(object)
+    new.loc[new.index[3], "score"] = "unknown"
+    a, p = parties(new)
+    with pytest.raises(DataError, match="column 'score' holds text .* learnt it as numbers"):
+        party_features(model, a, p)
+
+
+def test_category_names_that_look_like_numbers_survive_prediction(tmp_path):
+    rng = np.random.default_rng(8)
+    n = 800
+    code = rng.choice(["01", "02", "10", "A1"], n)
+    frame = pd.DataFrame({"cid": range(n), "x": rng.normal(size=n), "branch": code,
+                          "y": np.isin(code, ["01", "10"]).astype(int)})
+    active = PartyData.from_frame(frame[["cid", "x", "y"]], id_column="cid", label="y", name="bank")
+    passive = PartyData.from_frame(frame[["cid", "branch"]], id_column="cid", name="shop")
+    model = VerticalBoostClassifier(n_trees=2, max_depth=2).fit(active, [passive])
+    expected = model.predict_proba(active, [passive])[:, 1]
+    batch = frame[frame["branch"] != "A1"].head(30)  # every value now looks like a number
+    batch[["cid", "branch"]].to_csv(tmp_path / "shop.csv", index=False)
+    again = PartyData.from_csv(tmp_path / "shop.csv", id_column="cid", name="shop", categorical=["branch"])
+    from_frame = PartyData.from_frame(batch[["cid", "branch"]], id_column="cid", name="shop")
+    bank = PartyData.from_frame(batch[["cid", "x"]], id_column="cid", name="bank")
+    rows = batch.index.to_numpy()
+    assert np.allclose(model.predict_proba(bank, [again])[:, 1], expected[rows])
+    assert np.allclose(model.predict_proba(bank, [from_frame])[:, 1], expected[rows])
+
+
+def test_enclaves_refuse_rows_in_bins_beyond_a_features_count():
+    from teeboost.core.split import bins_fit_counts
+
+    assert bins_fit_counts(np.array([[0, 1, 32], [2, 0, 1]]), np.array([2, 3]), 32)
+    assert not bins_fit_counts(np.array([[0, 2, 32], [2, 0, 1]]), np.array([2, 3]), 32)
+    hist = np.zeros((1, 1, 9, 3), dtype=np.int64)
+    codec = GradientCodec(16)
+    hist[0, 0, :5, 0] = codec.encode(np.array([-5.0, 5.0, -4.0, 4.0, -9.0]))
+    hist[0, 0, :5, 1] = codec.encode(np.full(5, 10.0))
+    hist[0, 0, :5, 2] = 20
+    (best,) = best_splits(hist, np.array([4]), codec, SplitCriteria(min_child_weight=0.0), np.array([True]))
+    assert best.valid and best.bin < 2 ** 4  # the phantom bin 4 is never part of a mask

@@ -103,6 +103,12 @@ def test_results_come_back_in_the_order_of_the_jobs(pool):
     assert pool.map(bytes, [3_000_000, 5]) == [bytes(3_000_000), bytes(5)]  # larger than any pipe buffer
 
 
+def test_jobs_run_in_parallel_even_when_there_are_as_few_as_workers(pool):
+    started = time.monotonic()
+    pool.map(time.sleep, [0.6, 0.6])
+    assert time.monotonic() - started < 1.1
+
+
 def test_an_exception_in_a_job_reaches_the_caller_and_the_pool_stays_usable(pool):
     with pytest.raises(ValueError, match="invalid literal for int.*'x'") as raised:
         pool.map(int, ["1", "x", "2", "y"])

@@ -34,6 +34,12 @@ GAIN_EPSILON = 1e-6
 #: Category bins per categorical feature: a subset is a bit mask in a non-negative int64.
 MAX_CATEGORY_BINS = 62
 
+#: A category is split off only with at least this many of the node's rows (or
+#: ``min_samples_leaf``, if larger); smaller ones always go right. A subset's mask shows its
+#: owner the node's categories in gradient order: without a floor, categories of one row each
+#: would show that row's gradient sign, i.e. its label (LightGBM's min_data_per_group).
+MIN_CATEGORY_ROWS = 10
+
 
 @dataclass(frozen=True)
 class SplitCriteria:
@@ -102,7 +108,7 @@ def best_splits(
     missing = hist[:, :, width - 1, :]  # (nodes, features, 3)
     order = None
     if categorical is not None and np.any(categorical):
-        order = _category_order(values, np.asarray(categorical, dtype=bool), codec, criteria)
+        order = _category_order(values, np.asarray(categorical, dtype=bool), n_value_bins, codec, criteria)
         values = np.take_along_axis(values, order[..., None], axis=2)
     left_cum = np.cumsum(values, axis=2)  # exact int64
     total = left_cum[:, :, -1, :] + missing  # (nodes, features, 3)
@@ -111,6 +117,10 @@ def best_splits(
 
     bin_index = np.arange(width - 1)[None, None, :, None]
     in_range = bin_index < (np.asarray(n_value_bins)[None, :, None, None] - 1)
+    if order is not None:  # cut only between categories that may be split off
+        splittable = _splittable(hist[:, :, : width - 1, :], n_value_bins, criteria).sum(axis=2)  # (nodes, features)
+        cat = np.asarray(categorical, dtype=bool)[None, :, None, None]
+        in_range = np.where(cat, in_range & (bin_index < splittable[:, :, None, None]), in_range)
     gain = split_gains(left, total[:, :, None, None, :], codec, criteria, in_range)
 
     flat = gain.reshape(n_nodes, -1)
@@ -129,21 +139,39 @@ def best_splits(
     return result
 
 
-def _category_order(values: np.ndarray, categorical: np.ndarray, codec: GradientCodec,
+def _splittable(values: np.ndarray, n_value_bins: np.ndarray, criteria: SplitCriteria) -> np.ndarray:
+    """bool (nodes, features, bins): value bins of the feature holding enough of the node's
+    rows to be split off as a category."""
+    floor = max(criteria.min_samples_leaf, MIN_CATEGORY_ROWS)
+    real = np.arange(values.shape[2])[None, None, :] < np.asarray(n_value_bins)[None, :, None]
+    return real & (values[..., 2] >= floor)
+
+
+def _category_order(values: np.ndarray, categorical: np.ndarray, n_value_bins: np.ndarray, codec: GradientCodec,
                     criteria: SplitCriteria) -> np.ndarray:
     """Per node and feature, the value bins in the order prefixes are tried: by G/(H+lambda)
-    for categorical features (empty bins last, ties by bin), the identity for the others."""
+    for categorical features, with the bins too small to split off (and empty ones, and any
+    beyond the feature's count) last, in bin order; the identity for the others."""
     n_nodes, n_features, n_bins, _ = values.shape
     identity = np.broadcast_to(np.arange(n_bins), (n_nodes, n_features, n_bins))
     order = identity.copy()
     cat = np.flatnonzero(categorical)
     part = values[:, cat]  # (nodes, cat features, bins, 3)
-    ratio = codec.decode(part[..., 0]) / (codec.decode(part[..., 1]) + criteria.reg_lambda)
-    empty = part[..., 2] == 0
-    ratio = np.where(empty, 0.0, ratio)
-    keys = np.lexsort((identity[:, cat], ratio, empty), axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = codec.decode(part[..., 0]) / (codec.decode(part[..., 1]) + criteria.reg_lambda)
+    held = _splittable(values, n_value_bins, criteria)[:, cat]
+    ratio = np.where(held, ratio, 0.0)
+    keys = np.lexsort((identity[:, cat], ratio, ~held), axis=-1)
     order[:, cat] = keys
     return order
+
+
+def bins_fit_counts(binned: np.ndarray, n_value_bins: np.ndarray, missing_bin: int) -> bool:
+    """Every row's bin of feature f is one of f's value bins or the missing bin: what an
+    enclave checks of binned columns a host hands it."""
+    binned = np.asarray(binned)
+    limit = np.asarray(n_value_bins)[:, None]
+    return bool(np.all((binned < limit) | (binned == missing_bin)))
 
 
 def goes_left(binned: np.ndarray, bin_: int, default_left: bool, categorical: bool, missing_bin: int) -> np.ndarray:

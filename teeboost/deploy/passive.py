@@ -16,15 +16,15 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-
-import numpy as np
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..audit import AuditLog
 from ..checkpoint import passive_checkpoint_file, remove_checkpoint
 from ..config import BoostParams
-from ..data import PartyData
+from ..data import PartyData, read_csv_header
 from ..errors import ConfigError, ProtocolError, TeeboostError
 from ..federation import build_passive
 from ..model_files import PassiveModel, load_passive, passive_file, save_models
@@ -78,11 +78,21 @@ class PassiveService:
         source = (stat.st_mtime_ns, stat.st_size)
         if source == self._source:
             return
-        self.data = PartyData.from_csv(self.config.data, id_column=self.config.id_column, name=self.config.name)
+        known = self._saved_categories()
+        self.data = PartyData.from_csv(self.config.data, id_column=self.config.id_column, name=self.config.name,
+                                       categorical=[c for c in known if c in read_csv_header(self.config.data)])
         self.psi = PsiPassive(self.data.ids)
         if self._source is not None:
             self.audit.write("reload", data=str(self.config.data), rows=self.data.n_rows)
         self._source = source
+
+    def _saved_categories(self) -> list[str]:
+        """The categorical columns of this party's saved model: read as text, as trained."""
+        path = self.config.model_dir / passive_file(self.config.index)
+        try:
+            return list(load_passive(path).vocabularies)
+        except TeeboostError:
+            return []
 
     def handle(self, msg: Any) -> Any:
         try:

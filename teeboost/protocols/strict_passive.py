@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ..core.gradients import GradientCodec
-from ..core.split import MAX_CATEGORY_BINS, SplitCriteria, best_splits, left_sums
+from ..core.split import MAX_CATEGORY_BINS, SplitCriteria, best_splits, bins_fit_counts, left_sums
 from ..errors import ProtocolError
 from ..transport import serde
 from . import strict_messages as sm
@@ -29,7 +29,8 @@ class PassiveStrictState:
         if load.n_train < 1 or load.n_valid < 0 or binned.shape != (load.n_value_bins.size, n_rows) \
                 or (binned.size and int(binned.max()) > max_bin) or np.any(load.n_value_bins < 1) \
                 or np.any(load.n_value_bins > max_bin) or load.categorical.shape != load.n_value_bins.shape \
-                or np.any(load.categorical & (load.n_value_bins > MAX_CATEGORY_BINS)):
+                or np.any(load.categorical & (load.n_value_bins > MAX_CATEGORY_BINS)) \
+                or not bins_fit_counts(binned, load.n_value_bins, max_bin):
             raise ProtocolError("binned columns do not match their row and bin counts")
         self.bins = binned.astype(np.intp)
         self.n_value_bins = load.n_value_bins.copy()

@@ -27,7 +27,7 @@ from ..core.grower import AppliedSplit, SplitFinder
 from ..core.loss import make_objective
 from ..core.model import Ensemble
 from ..core.predict import RoutingOracle
-from ..core.split import MAX_CATEGORY_BINS, NodeBest, SplitCriteria, SplitInfo, best_splits, pick_global_best, split_gains
+from ..core.split import MAX_CATEGORY_BINS, NodeBest, bins_fit_counts, SplitCriteria, SplitInfo, best_splits, pick_global_best, split_gains
 from ..errors import ProtocolError, TeeboostError
 from ..transport import serde
 from . import strict_messages as sm
@@ -356,6 +356,7 @@ class StrictTrainer:
                 or (binned.size and int(binned.max()) > params.max_bin) or np.any(load.n_value_bins < 1) \
                 or load.categorical.shape != load.n_value_bins.shape \
                 or np.any(load.categorical & (load.n_value_bins > MAX_CATEGORY_BINS)) \
+                or not bins_fit_counts(binned, load.n_value_bins, params.max_bin) \
                 or not np.all(np.isfinite(load.labels)) or not np.all(np.isfinite(load.valid_labels)):
             raise ProtocolError("the training data given to the enclave is inconsistent")
         self.session = session

@@ -18,7 +18,7 @@ import numpy as np
 from teeboost.core.gradients import EncodedGradients, GradientCodec
 from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.nodes import NodeRows
-from teeboost.core.split import MAX_CATEGORY_BINS, best_splits, goes_left, left_sums
+from teeboost.core.split import MAX_CATEGORY_BINS, best_splits, bins_fit_counts, goes_left, left_sums
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
 from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_initiator,  # noqa: F401 - entry points
@@ -128,7 +128,8 @@ def ecall_columns(rt, payload):
     if cols.n_value_bins.size != binned.shape[0] or binned.size and binned.max() > current.max_bin \
             or np.any(cols.n_value_bins < 1) or np.any(cols.n_value_bins > current.max_bin) \
             or cols.categorical.shape != cols.n_value_bins.shape \
-            or np.any(cols.categorical & (cols.n_value_bins > MAX_CATEGORY_BINS)):
+            or np.any(cols.categorical & (cols.n_value_bins > MAX_CATEGORY_BINS)) \
+            or not bins_fit_counts(binned, cols.n_value_bins, current.max_bin):
         raise ProtocolError("binned columns do not match their bin counts")
     rt.state.update(n_value_bins=cols.n_value_bins.copy(), categorical=cols.categorical.copy(), binned=binned,
                     builder=HistogramBuilder(binned, current.max_bin + 1))

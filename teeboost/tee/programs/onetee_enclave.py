@@ -149,8 +149,9 @@ def _unmask_index_sets(rt, party, msg, i, node_rows, width):
     start = int(msg.index_counts[:i].sum())
     out = np.zeros((n_features, width, 3), dtype=np.int64)
     reference = np.sort(node_rows)
+    reported = rt.state["meta"][party][1]
     for f in range(n_features):
-        if int(counts[f].sum()) != per_feature or np.any(counts[f] < 0):
+        if int(counts[f].sum()) != per_feature or np.any(counts[f] < 0) or np.any(counts[f, reported[f]:width - 1]):
             raise ProtocolError(f"party {party}: index sets of node {msg.built[i]} name rows that are not the node's rows")
         rows = msg.index_rows[start + f * per_feature:start + (f + 1) * per_feature].astype(np.int64)
         if not np.array_equal(np.sort(rows), reference):
