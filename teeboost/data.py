@@ -7,6 +7,8 @@ as strings, so "0042" in one file and "0042" in another match however each was t
 
 from __future__ import annotations
 
+import csv
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -79,7 +81,6 @@ def sniff_separator(path: Path) -> str:
 
 def _split_line(line: str, separator: str) -> list[str]:
     """Fields of one CSV line, quotes respected."""
-    import csv
     return next(csv.reader([line], delimiter=separator))
 
 
@@ -104,7 +105,6 @@ def _looks_like_dates(text: pd.Series) -> bool:
     sample = text.dropna().astype(str).head(200)
     if sample.empty or not sample.str.contains(r"\d[-/.:]\d", regex=True).all():
         return False
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         parsed = pd.to_datetime(sample, errors="coerce", format="mixed")
@@ -137,8 +137,9 @@ def _read_column(column: pd.Series, source: str, categorical: bool) -> np.ndarra
         raise DataError(f"{source}: column {name!r} holds dates (e.g. {example!r}); convert it to a number "
                         "(e.g. days since some date, or the month) or drop it")
     if bad.sum() <= max(1, 0.01 * text.size) and text.size >= 20:
-        position = int(np.flatnonzero((column.notna() & column.astype(str).str.strip().pipe(
-            lambda t: pd.to_numeric(t, errors="coerce").isna() & (t != ""))).to_numpy())[0])
+        stripped = column.astype(str).str.strip()
+        words = column.notna() & pd.to_numeric(stripped, errors="coerce").isna() & (stripped != "")
+        position = int(np.flatnonzero(words.to_numpy())[0])
         raise DataError(
             f"{source}: column {name!r} holds numbers but also non-numeric value {column.iloc[position]!r} "
             f"in data row {position + 1}; fix the value, or declare the column categorical "
@@ -467,7 +468,6 @@ def match_rows(active: PartyData, passives: list[PartyData], how: str = "auto") 
         raise DataError(f"no id is held by every party ({active.source}: {active.n_rows} ids, "
                         + ", ".join(f"{p.source}: {p.n_rows}" for p in passives) + ")"
                         + (_same_number_hint(passives[0].ids, active.ids) if passives else ""))
-    import warnings
     warnings.warn(f"aligned by id: {common.size:,} rows have ids held by every party and are used (active party: "
                   f"{common.size:,} of {active.n_rows:,}; "
                   + ", ".join(f"{p.name}: {common.size:,} of {p.n_rows:,}" for p in passives) + ")",
@@ -515,7 +515,6 @@ def unusable_columns(party: PartyData) -> dict[str, str]:
 def drop_unusable_columns(parties: list[PartyData]) -> list[PartyData]:
     """Training data without constant and all-missing columns (as XGBoost ignores them),
     with one warning that lists them per party; they stay out of the model."""
-    import warnings
     kept, notes = [], []
     for party in parties:
         dropped = unusable_columns(party)
