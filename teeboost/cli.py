@@ -392,7 +392,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         from .deploy.active import run_prediction
         from .deploy.config import load_config
 
-        summary = run_prediction(load_config(args.config), args.data, args.output)
+        summary = run_prediction(load_config(args.config), args.data, args.output, sep=args.sep)
         print(json.dumps(summary) if args.json else
               f"wrote {summary['rows']} predictions to {summary['output']} "
               f"({summary['bytes_total']:,} bytes of routing questions on the wire)")
@@ -405,7 +405,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                             "parties online)")
     model = FederatedModel.load(args.model_dir, ProtocolOptions(allow_simulated_tee=args.allow_simulated_tee))
     id_column = model.active.id_column
-    frame = read_csv(args.data, id_column=id_column, text_columns=[name for m in [model.active, *model.passives]
+    frame = read_csv(args.data, id_column=id_column, sep=args.sep, text_columns=[name for m in [model.active, *model.passives]
                                                                   for name in m.vocabularies])
     if id_column is not None and id_column not in frame.columns:
         id_column = None
@@ -876,6 +876,7 @@ def _parser() -> argparse.ArgumentParser:
                               "train writes it)")
     predict.add_argument("--config", type=Path, help="the active party's config: predict with parties online")
     predict.add_argument("--data", type=Path, required=True, help="CSV with every party's columns")
+    predict.add_argument("--sep", help="column separator of the CSV (default: sniffed: comma, semicolon, tab or pipe)")
     predict.add_argument("--output", type=Path, required=True, help="CSV to write")
     predict.add_argument("--allow-simulated-tee", action="store_true",
                          help="strict models: route between simulated enclaves (no hardware protection)")

@@ -135,6 +135,10 @@ def test_separator_is_sniffed_or_given(tmp_path, capsys, sep):
     assert code == 0, err
     code, out, err = train(tmp_path, capsys, *args, "--sep", sep)
     assert code == 0, err
+    for extra in ([], ["--sep", sep]):  # and prediction reads the same file
+        assert main(["predict", "--model-dir", str(tmp_path / "model"), "--data", str(path),
+                     "--output", str(tmp_path / "p.csv"), *extra]) == 0
+        assert len(pd.read_csv(tmp_path / "p.csv")) == len(data)
 
 
 def test_wrong_separator_is_named(tmp_path, capsys):

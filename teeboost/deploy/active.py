@@ -203,9 +203,9 @@ def _margin(config: PartyConfig, channel: GrpcChannel, model, features: np.ndarr
     return model.ensemble.margin(features.shape[0], oracle)
 
 
-def run_prediction(config: PartyConfig, data_path: Path, output: Path) -> dict[str, Any]:
+def run_prediction(config: PartyConfig, data_path: Path, output: Path, *, sep: str | None = None) -> dict[str, Any]:
     model = load_active(config.model_dir / "active.json")
-    frame = read_csv(data_path, id_column=config.id_column, text_columns=list(model.vocabularies))
+    frame = read_csv(data_path, id_column=config.id_column, sep=sep, text_columns=list(model.vocabularies))
     if config.id_column not in frame.columns:
         raise DataError(f"{data_path}: id column {config.id_column!r} not found")
     columns = [config.id_column] + [c for c in model.feature_names]
