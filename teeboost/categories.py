@@ -78,12 +78,18 @@ class Vocabulary:
         return len(self.names) + self.other
 
     def codes(self, column: CategoricalColumn) -> np.ndarray:
-        """float64 code per row: NaN for missing, the "other" code (or NaN) for unknown categories."""
+        """float64 code per row: NaN for missing, the "other" code (or NaN) for unknown categories.
+        A name that is a number also matches that number written another way ('2.0' is '2')."""
         position = {name: i for i, name in enumerate(self.names)}
+        as_number = {_canonical_number(name): i for i, name in enumerate(self.names) if _canonical_number(name)}
         unknown = float(len(self.names)) if self.other else np.nan
-        lookup = np.array([position.get(str(level), unknown) for level in column.levels] + [np.nan],
-                          dtype=np.float64)
+        lookup = np.array([position.get(str(level), as_number.get(_canonical_number(str(level)), unknown))
+                           for level in column.levels] + [np.nan], dtype=np.float64)
         return lookup[column.index]  # index -1 picks the trailing NaN
+
+    def text_only_names(self) -> list[str]:
+        """Names that read as numbers would lose ('01', '1.50'): such a column must be read as text."""
+        return [name for name in self.names if _canonical_number(name) and _canonical_number(name) != name]
 
     def describe(self, mask: int) -> list[str]:
         """Names of the categories a split's code mask sends left (for people reading a model)."""
@@ -105,6 +111,15 @@ class Vocabulary:
         if len(set(names)) != len(names) or len(names) + other > MAX_CATEGORIES:
             raise ModelFileError(f"categories of feature {feature!r} repeat or exceed {MAX_CATEGORIES}")
         return cls(names, other)
+
+
+def _canonical_number(text: str) -> str:
+    """'2.0' -> '2', '01' -> '1'; '' for text that is not a finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        return ""
+    return number_text(value) if np.isfinite(value) else ""
 
 
 def check_vocabulary_size(name: str, column: CategoricalColumn, source: str, n_rows: int) -> None:

@@ -95,6 +95,26 @@ def _infinite_check(values: np.ndarray, column: pd.Series, source: str) -> np.nd
     return values
 
 
+def _canonical_number_text(text: str) -> bool:
+    try:
+        return bool(np.isfinite(float(text)))
+    except ValueError:
+        return False
+
+
+def _warn_if_mostly_unknown(party: "PartyData", name: str, column: CategoricalColumn, codes: np.ndarray,
+                            vocabulary: Vocabulary) -> None:
+    """Categories a model never saw count as missing (or "other"): say so when they are most of them."""
+    if vocabulary.other:  # rare categories of training share that code too: nothing to tell apart
+        return
+    present = column.index >= 0
+    unknown = present & np.isnan(codes)
+    if present.sum() >= 5 and unknown.sum() > present.sum() / 2:
+        warnings.warn(f"{party.source}: {int(unknown.sum())} of {int(present.sum())} values of column {name!r} are "
+                      f"categories the model never saw (e.g. {str(column.levels[column.index[unknown][0]])!r}); "
+                      "they are scored as missing", DataWarning, stacklevel=4)
+
+
 def _is_text(column: pd.Series) -> bool:
     return not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
                 or pd.api.types.is_datetime64_any_dtype(column))
@@ -202,9 +222,15 @@ class PartyData:
                 continue
             column = categorical.get(name)
             if column is None:  # read as numbers here: name them as training named numbers
+                lost = vocabularies[name].text_only_names()
+                if lost:
+                    raise DataError(f"{self.source}: column {name!r} was read as numbers, but its categories include "
+                                    f"{lost[0]!r}, which numbers cannot spell: read it as text "
+                                    f"(categorical=[{name!r}], or dtype=str)")
                 column = CategoricalColumn.from_series(pd.Series(self.features[:, j], name=name))
                 categorical[name] = column
             features[:, j] = vocabularies[name].codes(column)
+            _warn_if_mostly_unknown(self, name, column, features[:, j], vocabularies[name])
         merged = {**{n: v for n, v in self.vocabularies.items() if n not in vocabularies},
                   **{n: v for n, v in vocabularies.items() if n in self.feature_names}}
         return replace(self, features=features, categorical=categorical, vocabularies=merged)
@@ -218,7 +244,8 @@ class PartyData:
         for name in feature_names:
             if name not in vocabularies and name in self.vocabularies:
                 column = self.categorical[name]
-                raise DataError(f"{self.source}: column {name!r} holds text (e.g. {column.levels[0]!r}), but {who} "
+                words = [str(v) for v in column.levels if not _canonical_number_text(str(v))]
+                raise DataError(f"{self.source}: column {name!r} holds text (e.g. {(words or list(column.levels))[0]!r}), but {who} "
                                 "learnt it as numbers; fix the value (leave the cell empty if it is missing)")
         return self.with_vocabularies(vocabularies).select(list(feature_names))
 

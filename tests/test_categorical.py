@@ -245,3 +245,41 @@ def test_enclaves_refuse_rows_in_bins_beyond_a_features_count():
     hist[0, 0, :5, 2] = 20
     (best,) = best_splits(hist, np.array([4]), codec, SplitCriteria(min_child_weight=0.0), np.array([True]))
     assert best.valid and best.bin < 2 ** 4  # the phantom bin 4 is never part of a mask
+
+
+def test_number_coded_categories_match_however_the_batch_writes_them(tmp_path):
+    """Codes learnt as '1', '2', '3' match '2.0' (pandas writes floats next to an empty cell);
+    names like '01' that numbers cannot spell ask for the column to be read as text."""
+    rng = np.random.default_rng(9)
+    n = 600
+    code = rng.choice([1, 2, 3], n)
+    frame = pd.DataFrame({"cid": range(n), "x": rng.normal(size=n), "code": code, "y": (code == 2).astype(int)})
+    active = PartyData.from_frame(frame[["cid", "x", "y"]], id_column="cid", label="y", name="bank")
+    passive = PartyData.from_frame(frame[["cid", "code"]], id_column="cid", name="shop", categorical=["code"])
+    model = VerticalBoostClassifier(n_trees=2, max_depth=2).fit(active, [passive])
+    expected = model.predict_proba(active, [passive])[:, 1]
+    batch = frame.head(40)[["cid", "code"]].astype({"code": float})
+    batch.loc[batch.index[0], "code"] = np.nan
+    batch.to_csv(tmp_path / "shop.csv", index=False)
+    assert "2.0" in (tmp_path / "shop.csv").read_text()
+    shop = PartyData.from_csv(tmp_path / "shop.csv", id_column="cid", name="shop", categorical=["code"])
+    bank = PartyData.from_frame(frame.head(40)[["cid", "x"]], id_column="cid", name="bank")
+    assert np.allclose(model.predict_proba(bank, [shop])[1:, 1], expected[1:40])
+    padded = frame.assign(code=[f"0{c}" for c in code])
+    passive = PartyData.from_frame(padded[["cid", "code"]], id_column="cid", name="shop", categorical=["code"])
+    model = VerticalBoostClassifier(n_trees=2, max_depth=2).fit(active, [passive])
+    as_numbers = PartyData.from_frame(frame.head(40)[["cid", "code"]], id_column="cid", name="shop")
+    with pytest.raises(DataError, match="categories include '0[123]', which numbers cannot spell"):
+        model.predict_proba(bank, [as_numbers])
+
+
+def test_a_batch_of_mostly_unseen_categories_is_warned_about():
+    from teeboost.data import DataWarning
+
+    frame = customers(500, seed=10)
+    active, passives = parties(frame)
+    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2))
+    new = frame.head(10).assign(city=["Paris"] * 8 + ["Berlin"] * 2)
+    a, p = parties(new)
+    with pytest.warns(DataWarning, match="8 of 10 values of column 'city' are categories the model never saw"):
+        party_features(model, a, p)
