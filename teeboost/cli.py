@@ -123,6 +123,10 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
                        help="fewest rows a leaf may hold")
     train.add_argument("--max-bin", type=int, default=defaults.max_bin,
                        help="histogram bins per feature (each party bins its own columns)")
+    train.add_argument("--no-category-subsets", dest="category_subsets", action="store_false",
+                       help="cut categorical columns only as 'the k most frequent categories vs the rest', never by "
+                            "gradient-sorted subsets: a passive party's own split records then say no more about "
+                            "the labels than a numeric threshold does (bound into the enclaves' attested criteria)")
     train.add_argument("--random-state", type=int, default=defaults.random_state,
                        help="seed of the train/test split and of subsampling")
     train.add_argument("--early-stopping-rounds", type=int, default=None,
@@ -166,7 +170,7 @@ def _params(args: argparse.Namespace) -> BoostParams:
         learning_rate=args.learning_rate, subsample=args.subsample, reg_lambda=args.reg_lambda,
         min_child_weight=args.min_child_weight, min_split_gain=args.min_split_gain,
         min_samples_leaf=args.min_samples_leaf, max_bin=args.max_bin, random_state=args.random_state,
-        early_stopping_rounds=args.early_stopping_rounds,
+        early_stopping_rounds=args.early_stopping_rounds, category_subsets=args.category_subsets,
     )
 
 

@@ -73,6 +73,9 @@ class BoostParams:
     max_bin: int = 32
     random_state: int = 0
     early_stopping_rounds: int | None = None
+    # categorical features split into gradient-sorted category subsets (as XGBoost, LightGBM);
+    # False: only "the first k categories in the owner's code order vs the rest"
+    category_subsets: bool = True
 
     def __post_init__(self) -> None:
         if self.objective is not None and self.objective not in OBJECTIVES:
@@ -91,6 +94,8 @@ class BoostParams:
         _check_int("random_state", self.random_state, 0, 2**63 - 1)
         if self.early_stopping_rounds is not None:
             _check_int("early_stopping_rounds", self.early_stopping_rounds, 1)
+        if not isinstance(self.category_subsets, bool):
+            raise ConfigError(f"category_subsets={self.category_subsets!r} must be true or false")
         if self.reg_lambda == 0 and self.min_child_weight == 0:
             raise ConfigError(
                 "reg_lambda=0 together with min_child_weight=0 allows leaves with zero "

@@ -283,3 +283,35 @@ def test_a_batch_of_mostly_unseen_categories_is_warned_about():
     a, p = parties(new)
     with pytest.warns(DataWarning, match="8 of 10 values of column 'city' are categories the model never saw"):
         party_features(model, a, p)
+
+
+@pytest.mark.parametrize("protocol", ["secureboost", "ntee", "onetee", "strict"])
+def test_code_order_cuts_only_when_the_label_owner_says_so(protocol):
+    frame = customers(700, seed=11)
+    active, passives = parties(frame)
+    params = BoostParams(n_trees=2, max_depth=3, category_subsets=False)
+    plain, _ = train_local(active, passives, params)
+    other, _ = train_local(active, passives, params, protocol, options=FAST)
+    statistics = protocol != "strict"
+    assert federated_descriptions(other, statistics) == federated_descriptions(plain, statistics)
+    masks = [r.categories for m in (plain.active, *plain.passives) for _, r in m.owner.items() if r.categorical]
+    assert masks and all(((m + 1) & m) == 0 or m >= (1 << 30) for m in masks)  # prefixes of the code order
+
+
+def test_a_passive_host_cannot_switch_its_enclave_to_subsets(monkeypatch):
+    """The label owner's choice is part of the run context every quote binds."""
+    from teeboost.errors import AttestationError
+    from teeboost.protocols import ntee
+
+    original = ntee.init_message
+
+    def rogue(protocol, role, party, criteria, max_bin, env, run_id):
+        if role == "passive":
+            from dataclasses import replace
+            criteria = replace(criteria, category_subsets=True)
+        return original(protocol, role, party, criteria, max_bin, env, run_id)
+
+    monkeypatch.setattr(ntee, "init_message", rogue)
+    active, passives = parties(customers(400, seed=12))
+    with pytest.raises(AttestationError):
+        train_local(active, passives, BoostParams(n_trees=1, category_subsets=False), "ntee", options=FAST)

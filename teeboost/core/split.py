@@ -47,6 +47,7 @@ class SplitCriteria:
     min_child_weight: float = 1.0
     min_samples_leaf: int = 1
     min_split_gain: float = 0.0
+    category_subsets: bool = True  # False: a categorical feature is cut only in its owner's code order
 
     @classmethod
     def from_params(cls, params: BoostParams) -> "SplitCriteria":
@@ -55,7 +56,19 @@ class SplitCriteria:
             min_child_weight=params.min_child_weight,
             min_samples_leaf=params.min_samples_leaf,
             min_split_gain=params.min_split_gain,
+            category_subsets=params.category_subsets,
         )
+
+    def as_tuple(self) -> tuple[float, float, int, float, int]:
+        """The criteria as the run context binds them (enclaves score by exactly these)."""
+        return (float(self.reg_lambda), float(self.min_child_weight), int(self.min_samples_leaf),
+                float(self.min_split_gain), int(bool(self.category_subsets)))
+
+    @classmethod
+    def from_tuple(cls, values) -> "SplitCriteria":
+        if len(values) != 5 or int(values[4]) not in (0, 1):
+            raise ValueError("split criteria are five values, the last 0 or 1")
+        return cls(float(values[0]), float(values[1]), int(values[2]), float(values[3]), bool(int(values[4])))
 
     def score(self, g: np.ndarray, h: np.ndarray) -> np.ndarray:
         return g * g / (h + self.reg_lambda)
@@ -106,9 +119,10 @@ def best_splits(
     n_nodes, n_features, width, _ = hist.shape
     values = hist[:, :, : width - 1, :]
     missing = hist[:, :, width - 1, :]  # (nodes, features, 3)
+    cat = np.zeros(n_features, dtype=bool) if categorical is None else np.asarray(categorical, dtype=bool)
     order = None
-    if categorical is not None and np.any(categorical):
-        order = _category_order(values, np.asarray(categorical, dtype=bool), n_value_bins, codec, criteria)
+    if cat.any() and criteria.category_subsets:
+        order = _category_order(values, cat, n_value_bins, codec, criteria)
         values = np.take_along_axis(values, order[..., None], axis=2)
     left_cum = np.cumsum(values, axis=2)  # exact int64
     total = left_cum[:, :, -1, :] + missing  # (nodes, features, 3)
@@ -119,8 +133,12 @@ def best_splits(
     in_range = bin_index < (np.asarray(n_value_bins)[None, :, None, None] - 1)
     if order is not None:  # cut only between categories that may be split off
         splittable = _splittable(hist[:, :, : width - 1, :], n_value_bins, criteria).sum(axis=2)  # (nodes, features)
-        cat = np.asarray(categorical, dtype=bool)[None, :, None, None]
-        in_range = np.where(cat, in_range & (bin_index < splittable[:, :, None, None]), in_range)
+        in_range = np.where(cat[None, :, None, None], in_range & (bin_index < splittable[:, :, None, None]), in_range)
+    if cat.any():  # a few missing rows of a categorical feature do not choose their own side
+        few = (missing[..., 2] > 0) & (missing[..., 2] < max(criteria.min_samples_leaf, MIN_CATEGORY_ROWS))
+        direction_ok = np.ones((n_nodes, n_features, 1, 2), dtype=bool)
+        direction_ok[..., 0, 1] = ~(few & cat[None, :])
+        in_range = in_range & direction_ok
     gain = split_gains(left, total[:, :, None, None, :], codec, criteria, in_range)
 
     flat = gain.reshape(n_nodes, -1)
@@ -133,8 +151,9 @@ def best_splits(
         if not np.isfinite(best):
             result.append(NodeBest(-np.inf, -1, -1, False))
             continue
-        if order is not None and categorical[feature]:
-            bin_ = sum(1 << int(b) for b in order[node, feature, : bin_ + 1])
+        if cat[feature]:  # the bins left of the cut, in the order they were tried
+            tried = order[node, feature, : bin_ + 1] if order is not None else range(bin_ + 1)
+            bin_ = sum(1 << int(b) for b in tried)
         result.append(NodeBest(best, feature, bin_, bool(direction)))
     return result
 

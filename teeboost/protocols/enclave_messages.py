@@ -32,6 +32,7 @@ class EnclaveInit:
     min_child_weight: float
     min_samples_leaf: int
     min_split_gain: float
+    category_subsets: bool
     max_bin: int
     protocol: str
     run_id: str
@@ -39,7 +40,7 @@ class EnclaveInit:
 
 
 def run_context(protocol: str, run_id: str, max_bin: int, aes_bits: int, party_keys: np.ndarray,
-                criteria: tuple[float, float, int, float]) -> bytes:
+                criteria: tuple[float, float, int, float, int]) -> bytes:
     """SHA-256 of the attested run parameters (split criteria included: an enclave scoring by
     other rules is another run): what a quote's report data binds besides the channel key, and
     the context every sealed blob of the run is bound to."""

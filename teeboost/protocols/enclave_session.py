@@ -32,8 +32,9 @@ class EnclaveSession:
         if not all(np.isfinite(v) for v in values) or init.reg_lambda < 0 or init.min_child_weight < 0 \
                 or init.min_samples_leaf < 1 or init.min_split_gain < 0 or not 1 <= self.max_bin <= 65535:
             raise ProtocolError(f"split criteria {values} or max_bin {self.max_bin} are out of range")
-        self.criteria = SplitCriteria(*values)
-        self.context = run_context(init.protocol, init.run_id, self.max_bin, aes_bits, init.party_keys, values)
+        self.criteria = SplitCriteria(*values, category_subsets=bool(init.category_subsets))
+        self.context = run_context(init.protocol, init.run_id, self.max_bin, aes_bits, init.party_keys,
+                                   self.criteria.as_tuple())
         self.channels: dict[int, SecureChannel] = {}
         self._pending: dict[int, SecureChannel] = {}
         self._begun: set[int] = set()

@@ -83,13 +83,12 @@ def enclave_code(program: str, trusted_roots: tuple[bytes, ...], options: Protoc
 def init_message(protocol: str, role: str, party: int, criteria, max_bin: int, env: ProtocolEnv,
                  run_id: str) -> bytes:
     return serde.encode(em.EnclaveInit(role, party, criteria.reg_lambda, criteria.min_child_weight,
-                                       criteria.min_samples_leaf, criteria.min_split_gain, max_bin, protocol,
-                                       run_id, env.keys_array()))
+                                       criteria.min_samples_leaf, criteria.min_split_gain,
+                                       bool(criteria.category_subsets), max_bin, protocol, run_id, env.keys_array()))
 
 
-def criteria_tuple(criteria) -> tuple[float, float, int, float]:
-    return (float(criteria.reg_lambda), float(criteria.min_child_weight), int(criteria.min_samples_leaf),
-            float(criteria.min_split_gain))
+def criteria_tuple(criteria) -> tuple[float, float, int, float, int]:
+    return criteria.as_tuple()
 
 
 def run_context_of(env: ProtocolEnv, protocol: str, run_id: str, max_bin: int, criteria) -> bytes:

@@ -187,13 +187,12 @@ class NteePassive:
 
     def _start(self, msg: EnclaveHello) -> None:
         check_party_keys(self.env, msg.party_keys, "the active party")
-        if len(msg.criteria) != 4:
-            raise ProtocolError("the enclave hello must name four split criteria")
+        if len(msg.criteria) != 5 or int(msg.criteria[4]) not in (0, 1):
+            raise ProtocolError("the enclave hello must name five split criteria")
         if self.scores:
             self._policy.check_leaf_floor(self._party, int(msg.criteria[2]))
         self._run_id = msg.run_id
-        self._criteria = SplitCriteria(float(msg.criteria[0]), float(msg.criteria[1]), int(msg.criteria[2]),
-                                       float(msg.criteria[3]))  # the active party's: its enclave binds them
+        self._criteria = SplitCriteria.from_tuple(msg.criteria)  # the active party's: its enclave binds them
         self.enclave.ecall("init", init_message(self.protocol, "passive", self.index, self._criteria,
                                                 self.params.max_bin, self.env, msg.run_id))
         self._load_columns()

@@ -207,8 +207,8 @@ class OneTeePassive(PassiveScoring):
                                     f"aes_bits={msg.aes_bits}; this party uses {self.columns.bins.max_bin}, "
                                     f"{self._aes_bits}")
             self._bins_once = msg.send_bins
-            if len(msg.criteria) != 4:
-                raise ProtocolError("the channel open must name four split criteria")
+            if len(msg.criteria) != 5 or int(msg.criteria[4]) not in (0, 1):
+                raise ProtocolError("the channel open must name five split criteria")
             self._policy.check_leaf_floor(self._party, int(msg.criteria[2]))
             self._context = em.run_context("onetee", msg.run_id, msg.max_bin, msg.aes_bits, msg.party_keys,
                                            tuple(msg.criteria))
