@@ -66,6 +66,8 @@ def remove_checkpoint(path: Path) -> None:
     """Once the final model files are written the checkpoint has done its job; so has its
     directory once nothing else is in it (a finished run leaves no empty folders)."""
     path.unlink(missing_ok=True)
+    for partial in path.parent.glob(f".{path.name}.*"):  # a write a kill interrupted (write_atomically)
+        partial.unlink(missing_ok=True)
     _remove_if_empty(path.parent)
 
 

@@ -211,3 +211,14 @@ def test_predict_without_a_model_says_where_it_looked(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert "no model in teeboost-model" in err and "--model-dir" in err
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_removing_a_checkpoint_also_removes_a_write_a_kill_interrupted(tmp_path):
+    from teeboost.checkpoint import remove_checkpoint
+
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    (folder / "active.ckpt").write_bytes(b"x")
+    (folder / ".active.ckpt.k3j9x2").write_bytes(b"half")  # write_atomically's temporary name
+    remove_checkpoint(folder / "active.ckpt")
+    assert not folder.exists()
