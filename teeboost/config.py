@@ -13,9 +13,40 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["BoostParams", "ProtocolOptions", "OBJECTIVES", "MAX_BIN_LIMIT"]
+__all__ = ["BoostParams", "ProtocolOptions", "OBJECTIVES", "OBJECTIVE_ALIASES", "PARAM_ALIASES", "METRICS",
+           "MAX_BIN_LIMIT"]
 
-OBJECTIVES = ("binary", "multiclass", "regression")
+OBJECTIVES = ("binary", "multiclass", "regression", "poisson")
+
+#: XGBoost's objective names, accepted wherever an objective is given.
+OBJECTIVE_ALIASES = {
+    "binary:logistic": "binary",
+    "multi:softprob": "multiclass",
+    "multi:softmax": "multiclass",
+    "reg:squarederror": "regression",
+    "count:poisson": "poisson",
+}
+
+#: XGBoost's parameter names (and their own aliases) -> ours.
+PARAM_ALIASES = {
+    "n_estimators": "n_trees",
+    "eta": "learning_rate",
+    "gamma": "min_split_gain",
+    "min_split_loss": "min_split_gain",
+    "alpha": "reg_alpha",
+    "lambda": "reg_lambda",
+}
+
+#: Held-out metrics by XGBoost's names (``accuracy`` is 1 - ``merror``).
+METRICS = ("auc", "logloss", "error", "mlogloss", "merror", "accuracy", "rmse", "mae", "poisson-nloglik")
+
+#: Metrics each objective's predictions can be scored by.
+_METRICS_FOR = {
+    "binary": ("auc", "logloss", "error"),
+    "multiclass": ("mlogloss", "merror", "accuracy"),
+    "regression": ("rmse", "mae"),
+    "poisson": ("poisson-nloglik", "rmse", "mae"),
+}
 
 #: Bins are stored as uint16 with one index kept for "missing", so 65,535 value bins at most.
 MAX_BIN_LIMIT = 65_535
@@ -61,14 +92,14 @@ class BoostParams:
     min_child_weight 1, gamma 0).
     """
 
-    objective: str | None = None  # None: inferred from the label
-    n_trees: int = 5
+    objective: str | None = None  # None: inferred from the label; XGBoost's names are accepted
+    n_trees: int = 5  # XGBoost: n_estimators
     max_depth: int = 3
     learning_rate: float = 0.3
     subsample: float = 0.8
     reg_lambda: float = 1.0
     min_child_weight: float = 1.0
-    min_split_gain: float = 0.0
+    min_split_gain: float = 0.0  # XGBoost: gamma
     min_samples_leaf: int = 1
     max_bin: int = 32
     random_state: int = 0
@@ -76,12 +107,22 @@ class BoostParams:
     # categorical features split into gradient-sorted category subsets (as XGBoost, LightGBM);
     # False: only "the first k categories in the owner's code order vs the rest"
     category_subsets: bool = True
+    reg_alpha: float = 0.0  # L1 regularisation of leaf weights
+    # cap on a leaf weight's magnitude (0: none); None: 0.7 for poisson, as XGBoost, else 0
+    max_delta_step: float | None = None
+    colsample_bytree: float = 1.0  # fraction of each party's columns a tree may split on
+    scale_pos_weight: float = 1.0  # weight of positive rows (binary), on top of sample weights
+    # held-out metrics reported per round (XGBoost's names); early stopping watches the last
+    eval_metric: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.objective is not None and self.objective not in OBJECTIVES:
+        objective = OBJECTIVE_ALIASES.get(self.objective, self.objective)
+        if objective is not None and objective not in OBJECTIVES:
             raise ConfigError(
-                f"objective={self.objective!r} must be one of {', '.join(OBJECTIVES)}"
+                f"objective={self.objective!r} must be one of {', '.join(OBJECTIVES)} "
+                f"(or XGBoost's {', '.join(OBJECTIVE_ALIASES)})"
             )
+        object.__setattr__(self, "objective", objective)
         _check_int("n_trees", self.n_trees, 1, 100_000)
         _check_int("max_depth", self.max_depth, 1, 30)
         _check_float("learning_rate", self.learning_rate, 0.0, 10.0, low_open=True)
@@ -96,11 +137,68 @@ class BoostParams:
             _check_int("early_stopping_rounds", self.early_stopping_rounds, 1)
         if not isinstance(self.category_subsets, bool):
             raise ConfigError(f"category_subsets={self.category_subsets!r} must be true or false")
+        _check_float("reg_alpha", self.reg_alpha, 0.0)
+        if self.max_delta_step is not None:
+            _check_float("max_delta_step", self.max_delta_step, 0.0)
+        _check_float("colsample_bytree", self.colsample_bytree, 0.0, 1.0, low_open=True)
+        _check_float("scale_pos_weight", self.scale_pos_weight, 0.0, low_open=True)
+        if not math.isfinite(self.scale_pos_weight):
+            raise ConfigError(f"scale_pos_weight={self.scale_pos_weight} must be finite")
+        if self.scale_pos_weight != 1.0 and objective not in (None, "binary"):
+            raise ConfigError(f"scale_pos_weight={self.scale_pos_weight} applies to binary classification only, "
+                              f"not objective={objective!r}")
+        object.__setattr__(self, "eval_metric", self._metrics(self.eval_metric))
         if self.reg_lambda == 0 and self.min_child_weight == 0:
             raise ConfigError(
                 "reg_lambda=0 together with min_child_weight=0 allows leaves with zero "
                 "hessian (division by zero); set one of them > 0"
             )
+
+    def _metrics(self, value: Any) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        names = (value,) if isinstance(value, str) else tuple(value)
+        if not names or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"eval_metric={value!r} must be a metric name or a list of them")
+        for name in names:
+            if name not in METRICS:
+                raise ConfigError(f"eval_metric={name!r} must be one of {', '.join(METRICS)}")
+            if self.objective is not None and name not in _METRICS_FOR[self.objective]:
+                raise ConfigError(f"eval_metric={name!r} does not score objective={self.objective!r} "
+                                  f"(use {', '.join(_METRICS_FOR[self.objective])})")
+        return names
+
+    @property
+    def delta_step(self) -> float:
+        """The leaf-weight cap in force (0: none)."""
+        if self.max_delta_step is not None:
+            return float(self.max_delta_step)
+        return 0.7 if self.objective == "poisson" else 0.0
+
+    def metrics_for(self, objective: str) -> tuple[str, ...]:
+        """The metrics a run with this objective reports: ``eval_metric``, or the default."""
+        if self.eval_metric is None:
+            return (_DEFAULT_METRIC[objective],)
+        wrong = [m for m in self.eval_metric if m not in _METRICS_FOR[objective]]
+        if wrong:
+            raise ConfigError(f"eval_metric={wrong[0]!r} does not score objective={objective!r} "
+                              f"(use {', '.join(_METRICS_FOR[objective])})")
+        return self.eval_metric
+
+    @classmethod
+    def from_user(cls, **values: Any) -> "BoostParams":
+        """From user-facing names: XGBoost's (``n_estimators``, ``eta``, ``gamma``, ...) or
+        ours, but not both for one parameter. Unknown names are refused by name."""
+        merged: dict[str, Any] = {}
+        for name, value in values.items():
+            ours = PARAM_ALIASES.get(name, name)
+            if ours in merged and merged[ours] != value:
+                raise ConfigError(f"{name}={value!r} and {ours}={merged[ours]!r} name the same parameter")
+            merged[ours] = value
+        unknown = set(merged) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
+        return cls(**merged)
 
     def replace(self, **changes: Any) -> "BoostParams":
         """A copy with some fields changed, validated again."""
@@ -110,7 +208,13 @@ class BoostParams:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["eval_metric"] = None if self.eval_metric is None else list(self.eval_metric)
+        return out
+
+
+#: The metric reported (and watched by early stopping) when ``eval_metric`` is not given.
+_DEFAULT_METRIC = {"binary": "auc", "multiclass": "accuracy", "regression": "rmse", "poisson": "poisson-nloglik"}
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,10 @@ class TreeGrower:
         h = float(gradients.codec.decode(h_sum))
         return -g / (h + self.params.reg_lambda) * self.params.learning_rate
 
+    @staticmethod
+    def _cover(gradients: EncodedGradients, rows: np.ndarray) -> float:
+        return float(gradients.codec.decode(int(gradients.h[rows].sum())))
+
     def grow(
         self, tree_index: int, output: int, rows: np.ndarray, gradients: EncodedGradients
     ) -> GrownTree:
@@ -88,6 +92,7 @@ class TreeGrower:
         nodes = NodeRows(self.n_rows)
         nodes.set_root(rows)
         tree.n_rows[0] = int(rows.size)
+        tree.cover[0] = self._cover(gradients, rows)
         self.finder.begin_tree(tree_index, rows, gradients)
         frontier = [0]
         try:
@@ -108,6 +113,8 @@ class TreeGrower:
                     nodes.split(split.node_id, left, right, result.left_rows)
                     tree.n_rows[left] = nodes.size(left)
                     tree.n_rows[right] = nodes.size(right)
+                    tree.cover[left] = self._cover(gradients, nodes.rows(left))
+                    tree.cover[right] = self._cover(gradients, nodes.rows(right))
                     next_frontier += [left, right]
                 nodes.forget([s.node_id for s in chosen])
                 frontier = next_frontier

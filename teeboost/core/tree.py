@@ -29,6 +29,11 @@ class Tree:
     value: list[float] = field(default_factory=lambda: [0.0])
     gain: list[float] = field(default_factory=lambda: [0.0])
     n_rows: list[int] = field(default_factory=lambda: [0])
+    cover: list[float] = field(default_factory=lambda: [0.0])  # hessian sum of the node's rows (XGBoost's cover)
+
+    def __post_init__(self) -> None:
+        if self.cover == [0.0] and len(self.left) != 1:  # built without covers (e.g. by hand): none known
+            self.cover = [0.0] * len(self.left)
 
     @property
     def n_nodes(self) -> int:
@@ -48,6 +53,7 @@ class Tree:
             self.value.append(0.0)
             self.gain.append(0.0)
             self.n_rows.append(0)
+            self.cover.append(0.0)
         self.left[node], self.right[node] = left, right
         self.party[node], self.record[node], self.gain[node] = party, record, gain
         return left, right
@@ -62,6 +68,7 @@ class Tree:
             "value": self.value,
             "gain": self.gain,
             "n_rows": self.n_rows,
+            "cover": self.cover,
         }
 
     @classmethod
@@ -76,11 +83,13 @@ class Tree:
                 value=[float(v) for v in data["value"]],
                 gain=[float(v) for v in data["gain"]],
                 n_rows=[int(v) for v in data["n_rows"]],
+                cover=[float(v) for v in data.get("cover", [0.0] * len(data["left"]))],
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelFileError(f"malformed tree: {exc}") from None
         n = tree.n_nodes
-        lengths = {len(tree.right), len(tree.party), len(tree.record), len(tree.value)}
+        lengths = {len(tree.right), len(tree.party), len(tree.record), len(tree.value), len(tree.gain),
+                   len(tree.n_rows), len(tree.cover)}
         if lengths != {n}:
             raise ModelFileError("malformed tree: node arrays differ in length")
         for node in range(n):

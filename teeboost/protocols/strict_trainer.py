@@ -333,11 +333,12 @@ class RoundOracle(RoutingOracle):
 
 def published_ensemble(ensemble: Ensemble) -> dict:
     """The model the active party is entitled to: tree shapes, owners, record ids and leaf
-    values; gains and node sizes stay inside (they are statistics of the partitions)."""
+    values; gains, node sizes and covers stay inside (they are statistics of the partitions)."""
     data = json.loads(json.dumps(ensemble.to_dict(), default=_plain))  # plain JSON types: one canonical digest
     for tree in data["trees"]:
         tree["gain"] = [0.0] * len(tree["gain"])
         tree["n_rows"] = [0] * len(tree["n_rows"])
+        tree["cover"] = [0.0] * len(tree["cover"])
     return data
 
 
