@@ -2,11 +2,12 @@
 
 A run that crashes, is killed or loses a peer is restarted with ``--resume`` and ends with
 the model an uninterrupted run grows, tree for tree. The active party keeps its boosting
-state (margins, subsampling generator, trees, its split records, its transcript position,
-its enclave's sealed state); each passive party keeps only its split records. A checkpoint
-names the run it belongs to (a digest of data, parameters and protocol), so a file from
-another run is refused instead of silently continued. Files are written under a temporary
-name, fsynced and renamed: a crash mid-write leaves the previous checkpoint intact.
+state (margins, subsampling generator, validation metrics so far, trees, its split records,
+its transcript position, its enclave's sealed state); each passive party keeps only its
+split records. A checkpoint names the run it belongs to (a digest of data, parameters and
+protocol), so a file from another run is refused instead of silently continued. Files are
+written under a temporary name, fsynced and renamed: a crash mid-write leaves the previous
+checkpoint intact.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class ActiveCheckpoint:
         if state is not None:
             meta.update({"next_round": state.next_round, "rng_state": state.rng_state,
                          "best_value": state.best_value, "best_round": state.best_round,
-                         "ensemble": state.ensemble.to_dict()})
+                         "evals": state.evals, "ensemble": state.ensemble.to_dict()})
             arrays["margin"] = state.margin
             if state.valid_margin is not None:
                 arrays["valid_margin"] = state.valid_margin
@@ -168,6 +169,7 @@ class ActiveCheckpoint:
                     ensemble=ensemble, margin=arrays["margin"], rng_state=_field(meta, "rng_state", path),
                     next_round=int(_field(meta, "next_round", path)), valid_margin=arrays.get("valid_margin"),
                     best_value=meta.get("best_value"), best_round=int(meta.get("best_round", -1)),
+                    evals={str(k): [float(v) for v in values] for k, values in meta.get("evals", {}).items()},
                 )
             elif meta.get("sealed_enclave") is None:
                 raise CheckpointError(f"{path}: checkpoint holds neither boosting state nor an enclave's")

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .checkpoint import remove_checkpoints
-from .config import BoostParams, ProtocolOptions
+from .config import METRICS, OBJECTIVE_ALIASES, OBJECTIVES, BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
 from .data import ALIGN_MODES, DataWarning, PartyData, check_distinct_feature_names, match_rows, read_csv, split_columns, train_test_rows
 from .datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, bundled_path, load_give_me_some_credit
@@ -83,6 +83,9 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data (default: the bundled Give Me Some Credit sample and its default split)")
     data.add_argument("--data", type=Path, help="one CSV with every party's columns (a Give Me Some Credit file such as Kaggle's cs-training.csv needs nothing else)")
     data.add_argument("--label", help="label column (held by the active party)")
+    data.add_argument("--weight-column", metavar="COLUMN",
+                      help="column of per-row sample weights (held by the active party, not a feature); weights "
+                           "scale the gradients before they are encrypted, masked or sealed")
     data.add_argument("--passive-columns", action="append", metavar="A,B,...",
                       help="columns of one passive party; repeat for more passive parties")
     data.add_argument("--active-data", type=Path, help="the active party's own CSV (with --passive-data)")
@@ -103,13 +106,15 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--protocol", default="plain", choices=_CONTRACT_PROTOCOLS,
                        help="how the parties protect what they exchange: plain (not at all, the reference), "
                             "secureboost (homomorphic encryption), ntee, onetee, strict (enclaves)")
-    train.add_argument("--objective", choices=("binary", "multiclass", "regression"),
-                       help="loss to fit (default: inferred from the label column)")
+    train.add_argument("--objective", choices=(*OBJECTIVES, *OBJECTIVE_ALIASES), metavar="OBJECTIVE",
+                       help="loss to fit: binary, multiclass, regression or poisson, or XGBoost's names "
+                            "(binary:logistic, multi:softprob, reg:squarederror, count:poisson); "
+                            "default: inferred from the label column")
     defaults = BoostParams()
-    train.add_argument("--n-trees", type=int, default=defaults.n_trees,
+    train.add_argument("--n-trees", "--n-estimators", dest="n_trees", type=int, default=defaults.n_trees,
                        help="boosting rounds (trees per class for multiclass)")
     train.add_argument("--max-depth", type=int, default=defaults.max_depth, help="deepest split level of a tree")
-    train.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
+    train.add_argument("--learning-rate", "--eta", dest="learning_rate", type=float, default=defaults.learning_rate,
                        help="shrinkage applied to every leaf value")
     train.add_argument("--subsample", type=float, default=defaults.subsample,
                        help="share of training rows drawn for each round")
@@ -117,8 +122,20 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
                        help="L2 regularisation of leaf values")
     train.add_argument("--min-child-weight", type=float, default=defaults.min_child_weight,
                        help="smallest hessian sum a child node may have")
-    train.add_argument("--min-split-gain", type=float, default=defaults.min_split_gain,
-                       help="smallest gain worth a split (XGBoost's gamma)")
+    train.add_argument("--min-split-gain", "--gamma", dest="min_split_gain", type=float,
+                       default=defaults.min_split_gain, help="smallest gain worth a split (XGBoost's gamma)")
+    train.add_argument("--reg-alpha", type=float, default=defaults.reg_alpha, help="L1 regularisation of leaf values")
+    train.add_argument("--max-delta-step", type=float, default=None,
+                       help="cap on a leaf value's magnitude before the learning rate (0: none; default 0, "
+                            "0.7 for poisson as in XGBoost)")
+    train.add_argument("--colsample-bytree", type=float, default=defaults.colsample_bytree,
+                       help="share of each party's columns a tree may split on (drawn per party and tree)")
+    train.add_argument("--scale-pos-weight", type=float, default=defaults.scale_pos_weight,
+                       help="weight of positive rows in binary classification (e.g. negatives / positives)")
+    train.add_argument("--eval-metric", type=lambda text: tuple(m.strip() for m in text.split(",") if m.strip()),
+                       default=None, metavar="M1,M2",
+                       help=f"validation metrics per round ({', '.join(METRICS)}); early stopping watches the "
+                            "last (default: auc, accuracy, rmse or poisson-nloglik by objective)")
     train.add_argument("--min-samples-leaf", type=int, default=defaults.min_samples_leaf,
                        help="fewest rows a leaf may hold")
     train.add_argument("--max-bin", type=int, default=defaults.max_bin,
@@ -171,6 +188,8 @@ def _params(args: argparse.Namespace) -> BoostParams:
         min_child_weight=args.min_child_weight, min_split_gain=args.min_split_gain,
         min_samples_leaf=args.min_samples_leaf, max_bin=args.max_bin, random_state=args.random_state,
         early_stopping_rounds=args.early_stopping_rounds, category_subsets=args.category_subsets,
+        reg_alpha=args.reg_alpha, max_delta_step=args.max_delta_step, colsample_bytree=args.colsample_bytree,
+        scale_pos_weight=args.scale_pos_weight, eval_metric=args.eval_metric,
     )
 
 
@@ -199,7 +218,8 @@ def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]
         active_frame = read_csv(args.active_data, id_column=args.id_column, sep=args.sep)
         active = PartyData.from_frame(active_frame, id_column=args.id_column, label=args.label, name="active",
                                       source=str(args.active_data), require_label=True,
-                                      categorical=_categorical_in(args, active_frame))
+                                      categorical=_categorical_in(args, active_frame),
+                                      weight_column=args.weight_column)
         passives = []
         for i, path in enumerate(args.passive_data, start=1):
             frame = read_csv(path, id_column=args.id_column, sep=args.sep)
@@ -211,19 +231,20 @@ def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]
             raise DataError("--label/--passive-columns need --data")
         frame = load_give_me_some_credit()
         return split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL,
-                             id_column=GIVE_ME_SOME_CREDIT_ID, source=str(bundled_path()))
+                             id_column=GIVE_ME_SOME_CREDIT_ID, source=str(bundled_path()),
+                             weight_column=args.weight_column)
     if not args.passive_columns and args.label in (None, GIVE_ME_SOME_CREDIT_LABEL):
         # the full Kaggle cs-training.csv (or a sample of it): use the default split
         frame = load_give_me_some_credit(args.data)
         args.id_column = args.id_column or GIVE_ME_SOME_CREDIT_ID
         return split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL,
-                             id_column=args.id_column, source=str(args.data))
+                             id_column=args.id_column, source=str(args.data), weight_column=args.weight_column)
     if not args.label or not args.passive_columns:
         raise DataError("--data needs --label and at least one --passive-columns A,B,...")
     frame = read_csv(args.data, id_column=args.id_column, sep=args.sep)
     groups = [[c.strip() for c in spec.split(",") if c.strip()] for spec in args.passive_columns]
     return split_columns(frame, groups, label=args.label, id_column=args.id_column, source=str(args.data),
-                         categorical=_categorical_in(args, frame))
+                         categorical=_categorical_in(args, frame), weight_column=args.weight_column)
 
 
 class _Progress:
@@ -291,13 +312,13 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         progress.close()
     objective = model.active.ensemble.objective
-    metric = model.active.ensemble.loss.metric
+    metric = params.metrics_for(objective)[-1]  # the watched one: eval_metric's last, or the objective's default
     value = None
     if test_rows.size:
         test_active = active.take(test_rows)
         active_x, passive_x = party_features(model, test_active, [p.take(test_rows) for p in passives_aligned])
         y_test = encode_with_classes(test_active, model.active.ensemble.classes)
-        value = evaluate(metric, y_test, model.predict(active_x, passive_x))
+        value = evaluate(metric, y_test, model.predict(active_x, passive_x), test_active.weights)
     model.active.id_column = args.id_column or (GIVE_ME_SOME_CREDIT_ID if args.data is None and not args.active_data else None)
     written = model.save(args.model_dir)
     remove_checkpoints(checkpoints, len(model.passives))
@@ -866,6 +887,146 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _party_model(model_dir: Path, party: str | None):
+    """One party's model file from a model folder: the active party's, or the passive party
+    named ``party`` (its name or index). Without ``party``: the active party's when present,
+    else the folder's only passive file (a deployed passive party's folder)."""
+    from .model_files import ACTIVE_FILE, load_active, load_passive
+
+    if not model_dir.is_dir():
+        raise DataError(f"{model_dir}: no model folder here")
+    active_file = model_dir / ACTIVE_FILE
+    passive_files = sorted(model_dir.glob("passive-*.json"))
+    if party == "active" or (party is None and active_file.exists()):
+        return load_active(active_file)
+    passives = [load_passive(path) for path in passive_files]
+    if party is None:
+        if len(passives) == 1:
+            return passives[0]
+        raise DataError(f"{model_dir}: no {ACTIVE_FILE} and {len(passives)} passive files; say which party with "
+                        "--party")
+    for model in passives:
+        if party in (model.name, str(model.index)):
+            return model
+    found = ", ".join(["active"] * active_file.exists() + [m.name for m in passives]) or "none"
+    raise DataError(f"{model_dir}: no model file of party {party!r} (parties here: {found})")
+
+
+def _cmd_importance(args: argparse.Namespace) -> int:
+    from .explain.importance import ImportanceShare, active_importance, importance_share, passive_importance
+    from .explain.plot import plot_importance
+    from .model_files import ActiveModel
+
+    model = _party_model(args.model_dir, args.party)
+    is_active = isinstance(model, ActiveModel)
+    if (args.share_with is None) != (args.out is None):
+        raise ConfigError("--share-with NAME and --out FILE go together (the active party writes NAME's share)")
+    if args.share_with is not None:
+        if not is_active:
+            raise ConfigError("--share-with: only the active party holds the trees' gains and covers to share")
+        share = importance_share(model, args.share_with)
+        share.save(args.out)
+        summary = {"share": str(args.out), "party": share.name, "records": len(share.gain)}
+        print(json.dumps(summary) if args.json else
+              f"wrote the gains and covers of party {share.name}'s {len(share.gain)} splits to {args.out} "
+              "(nothing about other parties)")
+        return 0
+    if args.share is not None and is_active:
+        raise ConfigError("--share is for a passive party; the active party holds gains and covers itself")
+    if is_active:
+        importance = active_importance(model, args.type)
+    else:
+        importance = passive_importance(model, args.type, None if args.share is None else ImportanceShare.load(args.share))
+    if args.plot is not None:
+        plot_importance(importance, args.plot)
+    if args.json:
+        print(json.dumps({**importance.to_dict(), **({"plot": str(args.plot)} if args.plot else {})}))
+        return 0
+    rows = [(name, value) for name, value in importance.features.items()]
+    rows += [(f"party {name} (all its features)", value) for name, value in importance.parties.items()]
+    rows.sort(key=lambda row: -row[1])
+    width = max([len(name) for name, _ in rows] + [7])
+    print(f"importance ({args.type}) as party {importance.party} sees it")
+    for name, value in rows:
+        print(f"  {name:<{width}}  {value:.6g}")
+    if not rows:
+        print("  (no splits)")
+    if args.plot is not None:
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export.xgboost_json import export_part, merge_parts
+    from .model_files import write_atomically
+
+    if args.inputs[0] == "merge":
+        if args.out is None or len(args.inputs) < 2 or args.part is not None or args.party is not None:
+            raise ConfigError("usage: teeboost export merge PART.json [PART.json ...] --out model.json")
+        parts = []
+        for path in map(Path, args.inputs[1:]):
+            try:
+                parts.append(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError) as exc:
+                raise DataError(f"{path}: not a readable export part ({exc})") from None
+        document = merge_parts(parts)
+        write_atomically(args.out, json.dumps(document).encode("utf-8"))
+        learner = document["learner"]
+        summary = {"out": str(args.out), "trees": len(learner["gradient_booster"]["model"]["trees"]),
+                   "features": learner["feature_names"], "objective": learner["objective"]["name"]}
+        print(json.dumps(summary) if args.json else
+              f"wrote an XGBoost model ({summary['trees']} trees, {len(summary['features'])} features in this order: "
+              f"{', '.join(summary['features'])}) to {args.out}")
+        return 0
+    if len(args.inputs) != 1 or args.part is None or args.out is not None:
+        raise ConfigError("usage: teeboost export MODEL_DIR --part OUT.json [--party active|NAME]")
+    part = export_part(_party_model(Path(args.inputs[0]), args.party))
+    write_atomically(args.part, json.dumps(part, indent=1).encode("utf-8"))
+    summary = {"part": str(args.part), "party": part["name"], "records": len(part["records"])}
+    print(json.dumps(summary) if args.json else
+          f"wrote party {part['name']}'s part ({len(part['records'])} split records with their thresholds: "
+          f"handing it over reveals them) to {args.part}")
+    return 0
+
+
+def _add_explain_commands(sub) -> None:
+    """``teeboost importance`` and ``teeboost export`` (docs/explain.md)."""
+    from .explain.importance import IMPORTANCE_TYPES
+
+    importance = sub.add_parser("importance", help="feature importances as one party sees them (its own features; "
+                                                   "the active party also each other party as a whole)")
+    importance.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="folder with the party's model file")
+    importance.add_argument("--party", metavar="active|NAME",
+                            help="whose view (default: active when its file is there, else the only passive file)")
+    importance.add_argument("--type", choices=IMPORTANCE_TYPES, default="weight",
+                            help="as XGBoost's get_score: weight (splits), gain/cover (average per split), "
+                                 "total_gain/total_cover; a passive party needs --share for all but weight")
+    importance.add_argument("--share", type=Path, metavar="FILE",
+                            help="passive party: the gains and covers of its splits the active party shared")
+    importance.add_argument("--share-with", metavar="NAME",
+                            help="active party: write passive party NAME's share (gain and cover per split it owns)")
+    importance.add_argument("--out", type=Path, metavar="FILE", help="with --share-with: the share file to write")
+    importance.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the importances as a bar chart")
+    importance.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    importance.set_defaults(func=_cmd_importance)
+    export = sub.add_parser(
+        "export", help="joint XGBoost JSON export: each party writes its part, then merge",
+        usage="teeboost export MODEL_DIR --part OUT.json [--party active|NAME] [--json]\n"
+              "       teeboost export merge PART.json [PART.json ...] --out model.json [--json]",
+        description="Each party writes its part (its split records with feature names and thresholds: handing it "
+                    "over is its agreement to reveal them; the active party's part also holds the trees). Merging "
+                    "every party's part writes a model xgboost.Booster().load_model() reads, over the joined "
+                    "columns: the active party's features first, then each passive party's by index.")
+    export.add_argument("inputs", nargs="+", metavar="MODEL_DIR | merge PART",
+                        help="a model folder, or 'merge' followed by every party's part")
+    export.add_argument("--part", type=Path, metavar="OUT.json", help="the part file to write")
+    export.add_argument("--party", metavar="active|NAME",
+                        help="whose part (default: active when its file is there, else the only passive file)")
+    export.add_argument("--out", type=Path, metavar="model.json", help="merge: the XGBoost model file to write")
+    export.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    export.set_defaults(func=_cmd_export)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="teeboost", description="Vertical federated gradient boosting.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
@@ -988,6 +1149,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--config", type=Path, help="or: the party's config (its [audit] log)")
     show.add_argument("--json", action="store_true", help="print every entry as JSON instead")
     show.set_defaults(func=_cmd_audit_show)
+    _add_explain_commands(sub)
     party = sub.add_parser("party", help="run one party from its config (the active party drives; "
                                          "passive parties serve)")
     party.add_argument("--config", type=Path, required=True, help="this party's TOML config")

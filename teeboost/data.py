@@ -18,8 +18,8 @@ import pandas as pd
 from .categories import CategoricalColumn, Vocabulary, check_vocabulary_size
 from .errors import DataError
 
-__all__ = ["PartyData", "DataWarning", "read_csv", "split_columns", "align_parties", "train_test_rows",
-           "drop_unusable_columns", "check_distinct_feature_names", "match_rows", "ALIGN_MODES"]
+__all__ = ["PartyData", "DataWarning", "read_csv", "check_weights", "split_columns", "align_parties",
+           "train_test_rows", "drop_unusable_columns", "check_distinct_feature_names", "match_rows", "ALIGN_MODES"]
 
 
 class DataWarning(UserWarning):
@@ -185,6 +185,24 @@ def _same_number_hint(mine: np.ndarray, theirs: np.ndarray) -> str:
     return ""
 
 
+def check_weights(weights, n_rows: int, source: str, what: str = "sample_weight") -> np.ndarray:
+    """One finite, non-negative weight per row, not all zero -> float64; errors name the
+    count, or the value and its (1-based) data row."""
+    try:
+        values = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(f"{source}: {what} must be numbers") from None
+    if values.ndim != 1 or values.size != n_rows:
+        raise DataError(f"{source}: {what} has {values.size} value(s) for {n_rows} row(s); give one weight per row")
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    if bad.size:
+        raise DataError(f"{source}: {what} has {'negative' if values[bad[0]] < 0 else 'non-finite'} value "
+                        f"{values[bad[0]]} in data row {bad[0] + 1}; weights must be finite and >= 0")
+    if not np.any(values > 0):
+        raise DataError(f"{source}: every {what} is zero; at least one row must count")
+    return values
+
+
 @dataclass(frozen=True)
 class PartyData:
     """Validated columns of one party (rows in the party's own order until aligned)."""
@@ -200,6 +218,9 @@ class PartyData:
     # in ``features`` (category codes 0, 1, ... as floats, most frequent first)
     categorical: dict[str, CategoricalColumn] = field(default_factory=dict, compare=False)
     vocabularies: dict[str, Vocabulary] = field(default_factory=dict, compare=False)
+    # the active party's sample weights (one per row, float64), carried along when rows are
+    # taken or matched; they scale gradients and never leave the party in the clear
+    weights: np.ndarray | None = field(default=None, compare=False)
 
     @property
     def n_rows(self) -> int:
@@ -267,22 +288,26 @@ class PartyData:
         source: str | None = None,
         require_label: bool = False,
         categorical: list[str] | tuple[str, ...] = (),
+        weight_column: str | None = None,
     ) -> "PartyData":
         """Validated columns of a DataFrame. Text columns (and pandas categoricals, and the
         columns named in ``categorical``) become categorical features; constant columns are
-        kept here and dropped, with a warning, only when training (one row is constant)."""
+        kept here and dropped, with a warning, only when training (one row is constant).
+        ``weight_column``: the active party's sample weights, taken out of the features."""
         source = source or f"party {name!r}"
         if frame.shape[0] == 0:
             raise DataError(f"{source}: no data rows")
         columns = [str(c) for c in frame.columns]
-        for role, column in (("id", id_column), ("label", label)):
+        for role, column in (("id", id_column), ("label", label), ("weight", weight_column)):
             if column is not None and column not in columns:
                 raise DataError(
                     f"{source}: {role} column {column!r} not found (columns: {', '.join(columns)})"
                 )
+        if weight_column is not None and weight_column in (id_column, label):
+            raise DataError(f"{source}: weight column {weight_column!r} is also the id or label column")
         if require_label and label is None:
             raise DataError(f"{source}: the active party needs a label column")
-        feature_names = [c for c in columns if c not in (id_column, label)]
+        feature_names = [c for c in columns if c not in (id_column, label, weight_column)]
         if not feature_names:
             raise DataError(f"{source}: no feature columns besides the id and label columns")
         if len(set(feature_names)) != len(feature_names):
@@ -325,7 +350,25 @@ class PartyData:
         labels = None
         if label is not None:
             labels = cls._check_labels(frame[label], source)
-        return cls(name, source, features, tuple(feature_names), ids, labels, label, text_columns, vocabularies)
+        weights = None if weight_column is None else cls._check_weight_column(frame[weight_column], source)
+        return cls(name, source, features, tuple(feature_names), ids, labels, label, text_columns, vocabularies,
+                   weights)
+
+    @staticmethod
+    def _check_weight_column(column: pd.Series, source: str) -> np.ndarray:
+        if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
+            numbers = pd.to_numeric(column.astype(str).str.strip(), errors="coerce")
+            bad = np.flatnonzero(numbers.isna().to_numpy() & column.notna().to_numpy())
+            if pd.api.types.is_bool_dtype(column) or bad.size:
+                position = int(bad[0]) if bad.size else 0
+                raise DataError(f"{source}: weight column {column.name!r} has non-numeric value "
+                                f"{column.iloc[position]!r} in data row {position + 1}")
+            column = numbers.rename(column.name)
+        values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+        missing = np.flatnonzero(np.isnan(values))
+        if missing.size:
+            raise DataError(f"{source}: weight column {column.name!r} is empty in data row {missing[0] + 1}")
+        return check_weights(values, values.size, source, f"weight column {column.name!r}")
 
     @staticmethod
     def _check_labels(column: pd.Series, source: str) -> np.ndarray:
@@ -357,10 +400,12 @@ class PartyData:
         require_label: bool = False,
         sep: str | None = None,
         categorical: list[str] | tuple[str, ...] = (),
+        weight_column: str | None = None,
     ) -> "PartyData":
+        """``weight_column``: a column of sample weights (the active party's), not a feature."""
         frame = read_csv(path, id_column=id_column, sep=sep, text_columns=categorical)
-        return cls.from_frame(frame, id_column=id_column, label=label, name=name,
-                              source=str(path), require_label=require_label, categorical=categorical)
+        return cls.from_frame(frame, id_column=id_column, label=label, name=name, source=str(path),
+                              require_label=require_label, categorical=categorical, weight_column=weight_column)
 
     def take(self, rows: np.ndarray) -> "PartyData":
         """The same party restricted to ``rows`` (in that order)."""
@@ -370,7 +415,12 @@ class PartyData:
             ids=None if self.ids is None else self.ids[rows],
             labels=None if self.labels is None else self.labels[rows],
             categorical={n: c.take(rows) for n, c in self.categorical.items()},
+            weights=None if self.weights is None else self.weights[rows],
         )
+
+    def with_weights(self, weights) -> "PartyData":
+        """The same rows with these sample weights (checked: one per row, finite, >= 0, not all 0)."""
+        return replace(self, weights=check_weights(weights, self.n_rows, self.source))
 
 
 def split_columns(
@@ -381,8 +431,10 @@ def split_columns(
     id_column: str | None = None,
     source: str = "<DataFrame>",
     categorical: list[str] | tuple[str, ...] = (),
+    weight_column: str | None = None,
 ) -> tuple[PartyData, list[PartyData]]:
-    """One joined table -> the active party (label + remaining columns) and passive parties."""
+    """One joined table -> the active party (label + remaining columns, ``weight_column`` as
+    its sample weights) and passive parties."""
     columns = [str(c) for c in frame.columns]
     frame = frame.copy()
     frame.columns = columns
@@ -402,8 +454,9 @@ def split_columns(
                     f"{source}: passive party {index} column {column!r} not found "
                     f"(columns: {', '.join(columns)})"
                 )
-            if column in (label, id_column):
-                raise DataError(f"{source}: column {column!r} is the label or id and cannot be a passive feature")
+            if column in (label, id_column, weight_column):
+                raise DataError(f"{source}: column {column!r} is the label, id or weight column and cannot be a "
+                                "passive feature")
             if column in taken:
                 raise DataError(f"{source}: column {column!r} is assigned to passive parties {taken[column]} and {index}")
             taken[column] = index
@@ -411,7 +464,8 @@ def split_columns(
     active_columns = [c for c in columns if c not in taken]
     active = PartyData.from_frame(frame[active_columns], id_column=id_column, label=label,
                                   name="active", source=f"{source} (active party)", require_label=True,
-                                  categorical=[c for c in categorical if c in active_columns and c != label])
+                                  categorical=[c for c in categorical if c in active_columns and c != label],
+                                  weight_column=weight_column)
     passives = [
         PartyData.from_frame(frame[keep + group], id_column=id_column, name=f"passive-{i}",
                              source=f"{source} (passive party {i})", categorical=[c for c in categorical if c in group])

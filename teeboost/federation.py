@@ -21,13 +21,13 @@ from .checkpoint import (ActiveCheckpoint, active_checkpoint_file, identity_key_
                          platform_key_file, run_digest)
 from .config import BoostParams, ProtocolOptions
 from .core.binning import fit_bins
-from .core.boosting import Booster, BoostState, TreeProgress, Validation
+from .core.boosting import Booster, BoostState, TreeProgress, Validation, row_weights
 from .core.columns import PartyColumns
 from .core.loss import make_objective
 from .core.split import SplitCriteria
-from .data import PartyData, check_distinct_feature_names, drop_unusable_columns, match_rows
+from .data import PartyData, check_distinct_feature_names, check_weights, drop_unusable_columns, match_rows
 from .errors import CheckpointError, ConfigError, DataError
-from .labels import encode_labels, encode_with_classes
+from .labels import check_counts, encode_labels, encode_with_classes
 from .policy import Policy
 from .model_files import ActiveModel, PassiveModel, load_model_dir, remove_stale_models, save_models
 from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
@@ -47,7 +47,14 @@ __all__ = ["FederatedModel", "TrainingRun", "train_local", "train_active", "buil
 
 @dataclass
 class TrainingRun:
-    """What a training run reports besides the model."""
+    """What a training run reports besides the model.
+
+    ``evals_result`` is XGBoost's: ``{"validation_0": {metric: [value per round]}}``, every
+    metric of ``BoostParams.metrics_for``; ``best_iteration``/``best_score`` are set by early
+    stopping (the last metric is watched). A strict run reports no validation metric, so its
+    ``evals_result`` is empty and ``best_score`` None: with validation rows of the host's
+    choosing, the metrics would be a prediction oracle (only ``best_iteration``, the model's
+    size, comes out of the enclave)."""
 
     protocol: str
     objective: str
@@ -57,6 +64,9 @@ class TrainingRun:
     trees: list[TreeProgress] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # seconds per crypto phase
     enclaves: str | None = None  # which enclave backend ran, for TEE protocols
+    evals_result: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    best_iteration: int | None = None  # round kept by early stopping (from 0)
+    best_score: float | None = None  # its watched validation metric
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +77,9 @@ class TrainingRun:
             **self.traffic,
             "phases": self.phases,
             **({"enclaves": self.enclaves} if self.enclaves else {}),
+            "evals_result": self.evals_result,
+            "best_iteration": self.best_iteration,
+            "best_score": self.best_score,
             "per_tree": [
                 {"tree": t.tree_index, "leaves": t.n_leaves, "seconds": round(t.seconds, 4),
                  **({"valid_metric": t.valid_metric} if t.valid_metric is not None else {})}
@@ -177,6 +190,21 @@ def training_columns(party: PartyData, valid: PartyData | None = None) -> tuple[
     return party, valid
 
 
+def check_eval_set(params: BoostParams, validation: PartyData | None) -> None:
+    """Early stopping without validation rows would silently train every tree: refuse it,
+    as XGBoost does."""
+    if params.early_stopping_rounds is not None and (validation is None or validation.n_rows == 0):
+        raise ConfigError(f"early_stopping_rounds={params.early_stopping_rounds} needs validation rows to watch "
+                          "(validation=/eval_set=, or --validation-size > 0); leave it unset to train every tree")
+
+
+def _weighted(active: PartyData, sample_weight) -> PartyData:
+    if active.weights is not None:
+        raise ConfigError(f"{active.source}: sample weights given twice (sample_weight and the party's weight "
+                          "column); give one")
+    return active.with_weights(sample_weight)
+
+
 def train_active(
     active: PartyData,
     channel: Channel,
@@ -191,25 +219,40 @@ def train_active(
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
     on_phase: Callable[[str], None] | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> tuple[ActiveModel, TrainingRun]:
     """The active party's side of training over any channel (in-memory or gRPC). Passive
     parties must already hold their rows in the active party's order and, for validation,
     a dataset of that name. With ``checkpoint_dir`` every party saves its state after every
     round; ``resume`` continues from those checkpoints. ``on_phase`` hears the protocol name
-    its slow steps as they begin (for progress displays)."""
+    its slow steps as they begin (for progress displays). ``sample_weight``: one weight per
+    row of ``active`` (default: ``active.weights``); the validation rows' ``weights``, if
+    any, weight the validation metrics."""
     spec = get_protocol(protocol)
+    check_eval_set(params, None if validation is None else validation[0])
+    if sample_weight is not None:
+        active = _weighted(active, sample_weight)
     active, valid_active = training_columns(active, None if validation is None else validation[0])
     if validation is not None:
         validation = (valid_active, validation[1])
     y, classes, objective_name = encode_labels(active, params.objective)
-    objective = make_objective(objective_name, len(classes) if classes else 2)
+    objective = make_objective(objective_name, len(classes) if classes else 2, delta_step=params.delta_step)
+    row_weights(params, objective_name, y, None)  # scale_pos_weight of a non-binary run is refused here
+    params.metrics_for(objective_name)  # and eval_metric that does not score the inferred objective
     valid_y = encode_with_classes(validation[0], classes) if validation is not None else None
+    if valid_y is not None and objective_name == "poisson":
+        check_counts(validation[0], valid_y)
+    weights = None if active.weights is None else check_weights(active.weights, active.n_rows, active.source)
+    valid_weights = None
+    if validation is not None and validation[0].weights is not None:
+        valid_weights = check_weights(validation[0].weights, validation[0].n_rows, validation[0].source,
+                                      "validation sample weight")
     started = time.perf_counter()
     active_columns = _columns(active, params)
     digest = run_digest({"protocol": protocol, "params": params.to_dict(), "objective": objective_name,
                          "classes": classes, "parties": party_names, "features": list(active.feature_names),
                          "validation": None if validation is None else validation[0].n_rows},
-                        y, active.features)
+                        y, active.features, *([] if weights is None else [weights]))
     run_id = f"{digest}.{secrets.token_hex(8)}"  # fresh per run: sealed state of another run never opens
     checkpoint_path = None if checkpoint_dir is None else active_checkpoint_file(checkpoint_dir)
     saved = None
@@ -258,8 +301,9 @@ def train_active(
         if spec.trains_in_enclave:
             ensemble, owner = _train_in_enclave(
                 finder, channel, run_id, y, classes, objective_name, objective.n_outputs, active_columns,
-                validation, valid_y, saved, report_tree, progress, writer, checkpoint_path)
+                validation, valid_y, saved, report_tree, progress, writer, checkpoint_path, weights, valid_weights)
             active_columns.owner = owner
+            evals_result = {}  # the enclave publishes no validation metric (see TrainingRun)
         else:
             if writer is not None:
                 finder = NotingFinder(finder, writer, objective.n_outputs)
@@ -282,10 +326,12 @@ def train_active(
             valid = None
             if validation is not None:
                 valid = Validation(valid_y, FederatedOracle(channel, validation[1], active_columns.owner,
-                                                            validation[0].features))
+                                                            validation[0].features), valid_weights)
             ensemble = booster.fit(y, classes=classes, validation=valid,
                                    state=None if saved is None else saved.state,
-                                   on_round=None if checkpoint_path is None else save_checkpoint)
+                                   on_round=None if checkpoint_path is None else save_checkpoint,
+                                   sample_weight=weights)
+            evals_result = booster.evals_result()
         if writer is not None:
             note_trees(writer, ensemble.trees)
     except BaseException:
@@ -303,7 +349,8 @@ def train_active(
     model = ActiveModel(ensemble, active_columns.owner, list(active.feature_names), dict(party_names),
                         protocol, params.to_dict(), active.label_name, vocabularies=dict(active.vocabularies))
     run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress,
-                      {k: round(v, 4) for k, v in phases.items()})
+                      {k: round(v, 4) for k, v in phases.items()}, evals_result=evals_result,
+                      best_iteration=ensemble.best_round, best_score=ensemble.best_score)
     if spec.uses_enclaves:
         run.enclaves = ("simulated backend (separate processes, no hardware isolation; simulated quotes accepted "
                         "because allow_simulated_tee is set)")
@@ -312,7 +359,7 @@ def train_active(
 
 def _train_in_enclave(trainer, channel: Channel, run_id: str, y: np.ndarray, classes, objective_name: str,
                       outputs: int, columns: PartyColumns, validation, valid_y, saved, report_tree, progress,
-                      writer, checkpoint_path):
+                      writer, checkpoint_path, weights=None, valid_weights=None):
     """Strict mode: the enclave runs the boosting loop; the host relays, reports progress and
     keeps sealed checkpoints. Returns the published ensemble and this party's own records."""
 
@@ -325,6 +372,7 @@ def _train_in_enclave(trainer, channel: Channel, run_id: str, y: np.ndarray, cla
         y, classes, objective_name, outputs,
         valid_binned=None if validation is None else columns.bins.transform(validation[0].features).T,
         valid_labels=valid_y, sealed_checkpoint=None if saved is None else saved.sealed_enclave,
+        weights=weights, valid_weights=valid_weights,
         on_tree=report_tree, on_checkpoint=None if checkpoint_path is None else save_checkpoint)
     return result.ensemble, result.owner
 
@@ -342,16 +390,23 @@ def train_local(
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
     on_phase: Callable[[str], None] | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> tuple[FederatedModel, TrainingRun]:
     """Train with every party in this process over the in-memory channel; with
-    ``checkpoint_dir`` each party checkpoints to its own file there."""
+    ``checkpoint_dir`` each party checkpoints to its own file there. ``sample_weight``: one
+    weight per row of ``active`` as given (default: ``active.weights``); the weights travel
+    with those rows when they are matched to the passive parties' by id."""
     spec = get_protocol(protocol)
+    check_eval_set(params, None if validation is None else validation[0])
+    if sample_weight is not None:
+        active = _weighted(active, sample_weight)
     options = options or ProtocolOptions()
     envs = _environments(spec.uses_enclaves, options, len(passives),
                          None if checkpoint_dir is None else Path(checkpoint_dir))
     active, passives = match_rows(active, passives)
     check_distinct_feature_names([active, *passives])
-    encode_labels(active, params.objective)  # label problems surface before any party starts
+    y, _, objective_name = encode_labels(active, params.objective)  # label problems surface before any party starts
+    row_weights(params, objective_name, y, None)
     active, *passives = drop_unusable_columns([active, *passives])
     if validation is not None:
         validation = match_rows(validation[0], validation[1], "id" if active.ids is not None else "position")

@@ -10,7 +10,7 @@ from .core.loss import infer_objective
 from .data import PartyData
 from .errors import DataError
 
-__all__ = ["encode_labels", "encode_with_classes"]
+__all__ = ["encode_labels", "encode_with_classes", "check_counts"]
 
 
 def _plain(value: Any) -> Any:
@@ -40,6 +40,8 @@ def encode_labels(party: PartyData, objective: str | None) -> tuple[np.ndarray, 
         if not numeric:
             raise DataError(f"{party.source}: label column {column!r} is text; regression needs numbers")
         return labels.astype(np.float64), None, objective
+    if objective == "poisson":
+        return check_counts(party, labels), None, objective
     if objective == "binary" and distinct.size != 2:
         raise DataError(
             f"{party.source}: objective 'binary' needs 2 label values in {column!r}, found {distinct.size}"
@@ -47,6 +49,20 @@ def encode_labels(party: PartyData, objective: str | None) -> tuple[np.ndarray, 
     classes = [_plain(v) for v in distinct]
     y = np.searchsorted(distinct, labels).astype(np.float64)
     return y, classes, objective
+
+
+def check_counts(party: PartyData, labels: np.ndarray) -> np.ndarray:
+    """Poisson targets: non-negative numbers (counts or rates), as float64."""
+    column = party.label_name
+    if labels.dtype == object:
+        raise DataError(f"{party.source}: label column {column!r} is text; objective 'poisson' needs "
+                        "non-negative numbers (counts)")
+    values = labels.astype(np.float64)
+    negative = np.flatnonzero(values < 0)
+    if negative.size:
+        raise DataError(f"{party.source}: label column {column!r} has negative value {_plain(values[negative[0]])!r} "
+                        f"in data row {negative[0] + 1}; objective 'poisson' needs non-negative counts")
+    return values
 
 
 def encode_with_classes(party: PartyData, classes: list | None) -> np.ndarray:

@@ -1,55 +1,127 @@
-"""Held-out metrics, dependency-free so the core install stays small."""
+"""Held-out metrics by XGBoost's names, dependency-free so the core install stays small.
+
+Each takes optional sample weights (a weighted mean of per-row losses, as XGBoost's
+evaluation does) and matches scikit-learn's and XGBoost's value on the same predictions.
+Probabilities are clipped to [1e-16, 1 - 1e-16] where a logarithm needs it (XGBoost's eps).
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ["roc_auc", "accuracy", "rmse", "evaluate", "spearman", "average_ranks"]
+__all__ = ["roc_auc", "logloss", "error", "mlogloss", "merror", "accuracy", "rmse", "mae", "poisson_nloglik",
+           "evaluate", "HIGHER_IS_BETTER", "spearman", "average_ranks"]
+
+_EPS = 1e-16
 
 
-def roc_auc(y_true: np.ndarray, score: np.ndarray) -> float:
-    """Area under the ROC curve (Mann-Whitney U with average ranks for ties)."""
+def _weights(weight: np.ndarray | None, n: int) -> np.ndarray:
+    if weight is None:
+        return np.ones(n, dtype=np.float64)
+    weight = np.asarray(weight, dtype=np.float64)
+    if weight.shape != (n,):
+        raise ValueError(f"{weight.size} sample weights for {n} rows")
+    return weight
+
+
+def _mean(values: np.ndarray, weight: np.ndarray | None) -> float:
+    if weight is None:
+        return float(np.mean(values))
+    w = _weights(weight, values.size)
+    return float(np.sum(w * values) / np.sum(w))
+
+
+def roc_auc(y_true: np.ndarray, score: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """Area under the ROC curve: the (weighted) share of positive-negative pairs ordered
+    right, ties counting half (Mann-Whitney U; scikit-learn's trapezoids). NaN with one class."""
     y_true = np.asarray(y_true).astype(bool)
     score = np.asarray(score, dtype=np.float64)
-    n_pos = int(y_true.sum())
-    n_neg = y_true.size - n_pos
-    if n_pos == 0 or n_neg == 0:
+    w = _weights(weight, score.size)
+    pos_w = np.where(y_true, w, 0.0)
+    neg_w = np.where(y_true, 0.0, w)
+    total_pos, total_neg = pos_w.sum(), neg_w.sum()
+    if total_pos == 0 or total_neg == 0:
         return float("nan")
     order = np.argsort(score, kind="mergesort")
     sorted_scores = score[order]
-    ranks = np.empty(score.size, dtype=np.float64)
-    # average rank within each run of tied scores
-    boundaries = np.flatnonzero(np.diff(sorted_scores)) + 1
-    starts = np.concatenate(([0], boundaries))
-    ends = np.concatenate((boundaries, [score.size]))
-    avg = (starts + ends + 1) / 2.0  # 1-based ranks
-    ranks[order] = np.repeat(avg, ends - starts)
-    u = ranks[y_true].sum() - n_pos * (n_pos + 1) / 2.0
-    return float(u / (n_pos * n_neg))
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_scores)) + 1))  # runs of tied scores
+    pos_in = np.add.reduceat(pos_w[order], starts)
+    neg_in = np.add.reduceat(neg_w[order], starts)
+    neg_below = np.cumsum(neg_in) - neg_in
+    return float(np.sum(pos_in * (neg_below + 0.5 * neg_in)) / (total_pos * total_neg))
 
 
-def accuracy(y_true: np.ndarray, predicted_class: np.ndarray) -> float:
-    return float(np.mean(np.asarray(y_true) == np.asarray(predicted_class)))
+def logloss(y_true: np.ndarray, probability: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """Binary cross-entropy of the probability of class 1."""
+    y = np.asarray(y_true, dtype=np.float64)
+    p = np.clip(np.asarray(probability, dtype=np.float64), _EPS, 1 - _EPS)
+    return _mean(-(y * np.log(p) + (1 - y) * np.log(1 - p)), weight)
 
 
-def rmse(y_true: np.ndarray, predicted: np.ndarray) -> float:
+def error(y_true: np.ndarray, probability: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """Share of rows misclassified at threshold 0.5 (probability > 0.5 predicts class 1)."""
+    predicted = np.asarray(probability, dtype=np.float64) > 0.5
+    return _mean((predicted != np.asarray(y_true).astype(bool)).astype(np.float64), weight)
+
+
+def mlogloss(y_true: np.ndarray, probabilities: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """Multiclass cross-entropy; ``probabilities`` is (rows, classes), labels are class codes."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    picked = p[np.arange(p.shape[0]), np.asarray(y_true).astype(np.int64)]
+    return _mean(-np.log(np.clip(picked, _EPS, 1 - _EPS)), weight)
+
+
+def merror(y_true: np.ndarray, probabilities: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """Share of rows whose most probable class is not their label."""
+    predicted = np.argmax(np.asarray(probabilities), axis=1)
+    return _mean((predicted != np.asarray(y_true).astype(np.int64)).astype(np.float64), weight)
+
+
+def accuracy(y_true: np.ndarray, predicted_class: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """Share of rows whose predicted class code is their label (1 - ``merror``)."""
+    return _mean((np.asarray(y_true) == np.asarray(predicted_class)).astype(np.float64), weight)
+
+
+def rmse(y_true: np.ndarray, predicted: np.ndarray, weight: np.ndarray | None = None) -> float:
     diff = np.asarray(y_true, dtype=np.float64) - np.asarray(predicted, dtype=np.float64)
-    return float(np.sqrt(np.mean(diff * diff)))
+    return math.sqrt(_mean(diff * diff, weight))
 
 
-def evaluate(metric: str, y_true: np.ndarray, prediction: np.ndarray) -> float:
-    """``prediction``: probability of class 1 (auc), class probabilities (accuracy) or values."""
-    if metric == "auc":
-        return roc_auc(y_true, prediction)
+def mae(y_true: np.ndarray, predicted: np.ndarray, weight: np.ndarray | None = None) -> float:
+    diff = np.asarray(y_true, dtype=np.float64) - np.asarray(predicted, dtype=np.float64)
+    return _mean(np.abs(diff), weight)
+
+
+def poisson_nloglik(y_true: np.ndarray, mean: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """Negative Poisson log-likelihood of counts ``y`` under means ``mean`` (XGBoost's formula:
+    ``lgamma(y + 1) + mean - y * log(mean)``, the mean floored at 1e-16)."""
+    y = np.asarray(y_true, dtype=np.float64)
+    mu = np.maximum(np.asarray(mean, dtype=np.float64), _EPS)
+    lgamma = np.vectorize(math.lgamma, otypes=[np.float64])(y + 1.0) if y.size else y
+    return _mean(lgamma + mu - y * np.log(mu), weight)
+
+
+def evaluate(metric: str, y_true: np.ndarray, prediction: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """``prediction`` as ``Objective.predict`` gives it: probability of class 1 (auc, logloss,
+    error), class probabilities (mlogloss, merror, accuracy) or values (rmse, mae, and the
+    Poisson mean for poisson-nloglik). ``weight``: optional sample weights."""
     if metric == "accuracy":
-        return accuracy(y_true, np.argmax(prediction, axis=1))
-    if metric == "rmse":
-        return rmse(y_true, prediction)
-    raise ValueError(f"unknown metric {metric!r}")
+        return accuracy(y_true, np.argmax(prediction, axis=1), weight)
+    try:
+        function = _BY_NAME[metric]
+    except KeyError:
+        raise ValueError(f"unknown metric {metric!r}") from None
+    return function(y_true, prediction, weight)
 
+
+_BY_NAME = {"auc": roc_auc, "logloss": logloss, "error": error, "mlogloss": mlogloss, "merror": merror,
+            "rmse": rmse, "mae": mae, "poisson-nloglik": poisson_nloglik}
 
 #: Whether a larger value of the metric is better (for early stopping).
-HIGHER_IS_BETTER = {"auc": True, "accuracy": True, "rmse": False}
+HIGHER_IS_BETTER = {"auc": True, "accuracy": True, "logloss": False, "error": False, "mlogloss": False,
+                    "merror": False, "rmse": False, "mae": False, "poisson-nloglik": False}
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:

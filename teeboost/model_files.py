@@ -41,6 +41,8 @@ class ActiveModel:
     label: str | None = None
     id_column: str | None = None
     vocabularies: dict[str, Vocabulary] = field(default_factory=dict)  # its categorical features
+    report: dict[str, Any] | None = None  # the training run's report (seconds, bytes, per-tree progress)
+    estimator: dict[str, Any] | None = None  # the Python estimator's settings, for ``load``
 
 
 @dataclass
@@ -95,6 +97,8 @@ def active_payload(model: ActiveModel) -> dict[str, Any]:
             {"index": i, "name": n, "file": passive_file(i)} for i, n in sorted(model.passive_parties.items())
         ],
         "ensemble": model.ensemble.to_dict(),
+        **({"report": model.report} if model.report is not None else {}),
+        **({"estimator": model.estimator} if model.estimator is not None else {}),
     }
 
 
@@ -195,6 +199,8 @@ def load_active(path: str | Path) -> ActiveModel:
             label=data.get("label"),
             id_column=data.get("id_column"),
             vocabularies=_vocabularies(data, features),
+            report=_optional_dict(data, "report"),
+            estimator=_optional_dict(data, "estimator"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed active model ({exc})") from None
@@ -225,6 +231,13 @@ def load_passive(path: str | Path) -> PassiveModel:
         raise ModelFileError(f"{path}: malformed passive model ({exc})") from None
     except ModelFileError as exc:
         raise ModelFileError(f"{path}: {exc}") from None
+
+
+def _optional_dict(data: dict[str, Any], key: str) -> dict[str, Any] | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"{key} must be an object")
+    return value
 
 
 def _max_depth(value: Any) -> int | None:

@@ -28,7 +28,8 @@ def same_model(a, b) -> bool:
     BoostParams(n_trees=3, max_depth=3),
     BoostParams(n_trees=2, max_depth=5, subsample=0.6, min_samples_leaf=20, reg_lambda=3.0, max_bin=16),
     BoostParams(n_trees=2, max_depth=2, objective="regression", subsample=1.0),
-], ids=["default", "deep-sampled", "regression"])
+    BoostParams(n_trees=3, max_depth=3, reg_alpha=0.5, max_delta_step=0.3, colsample_bytree=0.5, random_state=5),
+], ids=["default", "deep-sampled", "regression", "xgboost-regularised"])
 def test_same_trees_and_predictions_as_plain(small_credit, params):
     active, passives = small_credit
     if params.objective == "regression":  # regress on a passive-party-independent number

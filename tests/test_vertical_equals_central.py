@@ -16,15 +16,18 @@ def central(active, passives, params, objective, n_classes=2, y=None):
     features = np.hstack([active.features, *[p.features for p in passives]])
     names = list(active.feature_names) + [n for p in passives for n in p.feature_names]
     labels = y if y is not None else active.labels
-    ensemble, owner = train_central(features, labels, params, objective, n_classes)
+    widths = [len(active.feature_names)] + [len(p.feature_names) for p in passives]  # column samples are per party
+    ensemble, owner = train_central(features, labels, params, objective, n_classes, party_features=widths)
     prediction = ensemble.predict(features.shape[0], LocalOracle(owner, features))
     return split_descriptions(ensemble, {0: (owner, names)}), prediction
 
 
-@pytest.mark.parametrize("subsample", [1.0, 0.8])
-def test_binary_vertical_equals_central(small_credit, subsample):
+@pytest.mark.parametrize("subsample, extra", [
+    (1.0, {}), (0.8, {}), (0.8, {"colsample_bytree": 0.5, "reg_alpha": 0.5, "max_delta_step": 0.3}),
+], ids=["all-rows", "subsample", "xgboost-regularised"])
+def test_binary_vertical_equals_central(small_credit, subsample, extra):
     active, passives = small_credit
-    params = BoostParams(n_trees=4, max_depth=4, subsample=subsample, random_state=7)
+    params = BoostParams(n_trees=4, max_depth=4, subsample=subsample, random_state=7, **extra)
     model, _ = train_local(active, passives, params)
     central_trees, central_pred = central(active, passives, params, "binary")
     assert federated_descriptions(model) == central_trees

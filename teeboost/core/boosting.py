@@ -3,17 +3,24 @@
 It is protocol-free: split finding goes through a ``SplitFinder`` and prediction of rows the
 tree did not see (rows left out by subsampling, validation rows) through a
 ``RoutingOracle``. Randomness comes only from ``params.random_state``.
+
+Sample weights (and ``scale_pos_weight``) multiply each row's (g, h) here, before the
+gradients are encoded: every protocol then encrypts, masks or seals weighted gradients
+exactly as it does unweighted ones, so weights never leave the active party in the clear.
+Every round scores the validation rows by each metric of ``params.metrics_for`` (XGBoost's
+``evals_result``); early stopping watches the last one, as XGBoost does.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from ..config import BoostParams
+from ..errors import ConfigError
 from ..metrics import HIGHER_IS_BETTER, evaluate
 from .gradients import EncodedGradients
 from .grower import SplitFinder, TreeGrower
@@ -21,7 +28,7 @@ from .loss import Objective
 from .model import Ensemble
 from .predict import RoutingOracle, leaf_assignments, tree_outputs
 
-__all__ = ["Booster", "BoostState", "TreeProgress", "Validation", "sample_rows"]
+__all__ = ["Booster", "BoostState", "TreeProgress", "Validation", "sample_rows", "row_weights"]
 
 
 @dataclass(frozen=True)
@@ -33,15 +40,35 @@ class TreeProgress:
     output: int
     n_leaves: int
     seconds: float
-    valid_metric: float | None = None
+    valid_metric: float | None = None  # the metric early stopping watches (the last one), after a round
 
 
 @dataclass
 class Validation:
-    """Held-out rows for early stopping; their features stay with their parties."""
+    """Held-out rows for early stopping; their features stay with their parties. ``weight``:
+    optional sample weights of the metrics (not scaled by ``scale_pos_weight``, as XGBoost)."""
 
     labels: np.ndarray
     oracle: RoutingOracle
+    weight: np.ndarray | None = None
+
+
+def row_weights(params: BoostParams, objective: str, labels: np.ndarray,
+                sample_weight: np.ndarray | None) -> np.ndarray | None:
+    """Each training row's weight: its sample weight times ``scale_pos_weight`` for positive
+    rows (label 1) of a binary objective; None when every row weighs 1."""
+    weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if weight is not None and weight.shape != labels.shape:
+        raise ValueError(f"{weight.size} sample weights for {labels.size} training rows")
+    if params.scale_pos_weight != 1.0:
+        if objective != "binary":
+            raise ConfigError(f"scale_pos_weight={params.scale_pos_weight} applies to binary classification only, "
+                              f"not objective={objective!r}")
+        scale = np.where(labels == 1, params.scale_pos_weight, 1.0)
+        weight = scale if weight is None else weight * scale
+    if weight is not None and np.all(weight == 1.0):
+        return None  # an unweighted run, bit for bit
+    return weight
 
 
 def sample_rows(rng: np.random.Generator, n_rows: int, fraction: float) -> np.ndarray:
@@ -65,8 +92,9 @@ class BoostState:
     rng_state: dict
     next_round: int = 0
     valid_margin: np.ndarray | None = None
-    best_value: float | None = None
+    best_value: float | None = None  # of the watched (last) metric: XGBoost's best_score
     best_round: int = -1
+    evals: dict[str, list[float]] = field(default_factory=dict)  # metric -> value after each round
 
     @classmethod
     def start(cls, objective: str, base_margin: np.ndarray, n_rows: int, random_state: int,
@@ -107,6 +135,7 @@ class Booster:
         self.train_oracle = train_oracle
         self.on_tree = on_tree or (lambda progress: None)
         self.on_truncate = on_truncate or (lambda n_trees: None)
+        self.state: BoostState | None = None  # of the last ``fit``
 
     def fit(
         self,
@@ -116,27 +145,35 @@ class Booster:
         validation: Validation | None = None,
         state: BoostState | None = None,
         on_round: Callable[[BoostState], None] | None = None,
+        sample_weight: np.ndarray | None = None,
     ) -> Ensemble:
         """Grow the ensemble; from ``state`` (a checkpoint) if given. ``on_round`` sees the
-        state after every completed round, which is all a checkpoint needs."""
+        state after every completed round, which is all a checkpoint needs. The state stays
+        on ``self.state`` (evaluation history, best score)."""
         params, objective = self.params, self.objective
         n_rows = labels.size
         n_out = objective.n_outputs
+        weight = row_weights(params, objective.name, labels, sample_weight)
         grower = TreeGrower(self.finder, params, n_rows)
         if state is None:
-            state = BoostState.start(objective.name, objective.base_margin(labels), n_rows, params.random_state,
-                                     classes, None if validation is None else validation.labels.size)
+            state = BoostState.start(objective.name, objective.base_margin(labels, weight), n_rows,
+                                     params.random_state, classes,
+                                     None if validation is None else validation.labels.size)
         else:
             state.check_fits(n_rows, n_out, None if validation is None else validation.labels.size)
+        self.state = state
         ensemble, margin = state.ensemble, state.margin
         rng = np.random.default_rng()
         rng.bit_generator.state = state.rng_state
-        metric = objective.metric
-        higher_better = HIGHER_IS_BETTER[metric]
+        metrics = params.metrics_for(objective.name)
+        watched = metrics[-1]
+        higher_better = HIGHER_IS_BETTER[watched]
         stopped = False
 
         for round_index in range(state.next_round, params.n_trees):
             g, h = objective.gradients(labels, margin)
+            if weight is not None:
+                g, h = g * weight[:, None], h * weight[:, None]
             rows = sample_rows(rng, n_rows, params.subsample)
             in_sample = np.zeros(n_rows, dtype=bool)
             in_sample[rows] = True
@@ -167,7 +204,11 @@ class Booster:
                 n_valid = validation.labels.size
                 leaves = leaf_assignments(new_trees, np.arange(n_valid), validation.oracle)
                 state.valid_margin += tree_outputs(new_trees, leaves, n_out)
-                value = evaluate(metric, validation.labels, objective.predict(state.valid_margin))
+                prediction = objective.predict(state.valid_margin)
+                for name in metrics:
+                    state.evals.setdefault(name, []).append(
+                        evaluate(name, validation.labels, prediction, validation.weight))
+                value = state.evals[watched][-1]
                 self.on_tree(
                     TreeProgress(
                         progress.tree_index, round_index, n_out - 1, progress.n_leaves,
@@ -195,4 +236,12 @@ class Booster:
                 del ensemble.trees[keep:]
                 self.on_truncate(keep)
             ensemble.best_round = state.best_round
+            ensemble.best_score = state.best_value
         return ensemble
+
+    def evals_result(self) -> dict[str, dict[str, list[float]]]:
+        """XGBoost's shape: ``{"validation_0": {metric: [value per round]}}``; empty without
+        validation rows."""
+        if self.state is None or not self.state.evals:
+            return {}
+        return {"validation_0": {name: list(values) for name, values in self.state.evals.items()}}

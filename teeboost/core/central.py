@@ -2,7 +2,10 @@
 
 One ``PartyColumns`` holds every column and answers split finding and routing itself, so
 no message, channel or second party is involved. ``tests`` train this and the vertical
-protocols on the same rows and compare trees and predictions exactly.
+protocols on the same rows and compare trees and predictions exactly. Column samples
+(``colsample_bytree``) are drawn per party, as a federation draws them: the joined table is
+the parties' columns side by side, active party's first, and ``party_features`` says how
+many each holds.
 """
 
 from __future__ import annotations
@@ -17,16 +20,22 @@ from .grower import AppliedSplit, SplitFinder
 from .loss import make_objective
 from .model import Ensemble
 from .predict import RoutingOracle
-from .split import SplitCriteria, SplitInfo
+from .split import SplitCriteria, SplitInfo, sampled_features
 from .tree import OwnerTable
 
 __all__ = ["CentralFinder", "LocalOracle", "train_central"]
 
 
 class CentralFinder(SplitFinder):
-    def __init__(self, columns: PartyColumns, criteria: SplitCriteria) -> None:
+    def __init__(self, columns: PartyColumns, criteria: SplitCriteria,
+                 party_features: list[int] | None = None) -> None:
         self.columns = columns
         self.criteria = criteria
+        self.party_features = [columns.n_features] if party_features is None else list(party_features)
+        if sum(self.party_features) != columns.n_features or min(self.party_features, default=0) < 0:
+            raise ValueError(f"party column counts {self.party_features} do not add up to the table's "
+                             f"{columns.n_features} columns")
+        self._sampled = None
         self._tree = -1
         self._codec = None
         self._node_rows = None
@@ -34,12 +43,15 @@ class CentralFinder(SplitFinder):
     def begin_tree(self, tree_index, rows, gradients):
         self._tree = tree_index
         self._codec = gradients.codec
+        self._sampled = np.concatenate([sampled_features(self.criteria, party, tree_index, n)
+                                        for party, n in enumerate(self.party_features)])
         self.columns.begin_tree(gradients)
 
     def find_splits(self, nodes, node_rows):
         self._node_rows = node_rows
         found = []
-        for node, best in zip(nodes, self.columns.best(nodes, node_rows, self._codec, self.criteria)):
+        bests = self.columns.best(nodes, node_rows, self._codec, self.criteria, self._sampled)
+        for node, best in zip(nodes, bests):
             found.append(SplitInfo(node, 0, best.gain, best.feature, best.bin, best.default_left)
                          if best.valid else None)
         return found
@@ -66,13 +78,15 @@ class LocalOracle(RoutingOracle):
 
 
 def train_central(
-    features: np.ndarray, labels: np.ndarray, params: BoostParams, objective: str, n_classes: int = 2
+    features: np.ndarray, labels: np.ndarray, params: BoostParams, objective: str, n_classes: int = 2,
+    party_features: list[int] | None = None,
 ) -> tuple[Ensemble, OwnerTable]:
-    """Train on a joined numeric table; returns the trees and the single owner table."""
+    """Train on a joined numeric table; returns the trees and the single owner table.
+    ``party_features``: columns per party, active first (None: one party holds them all)."""
     bins = fit_bins(features, params.max_bin)
     columns = PartyColumns(bins, bins.transform(features))
-    booster = Booster(params, make_objective(objective, n_classes),
-                      CentralFinder(columns, SplitCriteria.from_params(params)),
+    booster = Booster(params, make_objective(objective, n_classes, delta_step=params.delta_step),
+                      CentralFinder(columns, SplitCriteria.from_params(params), party_features),
                       LocalOracle(columns.owner, features),
                       on_truncate=columns.owner.keep_trees_below)
     return booster.fit(labels), columns.owner

@@ -49,9 +49,11 @@ class PartyColumns:
         node_rows: NodeRows,
         codec: GradientCodec,
         criteria: SplitCriteria,
+        sampled: np.ndarray | None = None,
     ) -> list[NodeBest]:
+        """Best split per node over the features marked in ``sampled`` (None: all)."""
         hist = self.level_histograms(nodes, node_rows)
-        return best_splits(hist, self.bins.n_value_bins, codec, criteria, self.bins.categorical_mask)
+        return best_splits(hist, self.bins.n_value_bins, codec, criteria, self.bins.categorical_mask, sampled)
 
     def go_left_binned(self, rows: np.ndarray, feature: int, bin_index: int, default_left: bool) -> np.ndarray:
         return goes_left(self.binned_by_feature[feature, rows], bin_index, default_left,

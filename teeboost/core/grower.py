@@ -16,7 +16,7 @@ import numpy as np
 from ..config import BoostParams
 from .gradients import EncodedGradients
 from .nodes import NodeRows
-from .split import SplitInfo
+from .split import SplitCriteria, SplitInfo
 from .tree import Tree
 
 __all__ = ["SplitFinder", "AppliedSplit", "TreeGrower", "GrownTree"]
@@ -73,12 +73,13 @@ class TreeGrower:
         self.finder = finder
         self.params = params
         self.n_rows = n_rows
+        self.criteria = SplitCriteria.from_params(params)  # leaf weights by the gains' own weight function
 
     def _leaf_value(self, gradients: EncodedGradients, rows: np.ndarray) -> float:
         g_sum, h_sum = gradients.totals(rows)
         g = float(gradients.codec.decode(g_sum))
         h = float(gradients.codec.decode(h_sum))
-        return -g / (h + self.params.reg_lambda) * self.params.learning_rate
+        return float(self.criteria.weight(g, h)) * self.params.learning_rate
 
     @staticmethod
     def _cover(gradients: EncodedGradients, rows: np.ndarray) -> float:

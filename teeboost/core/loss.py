@@ -2,7 +2,8 @@
 
 Only the active party (the label holder) evaluates these; every protocol then works on the
 (g, h) pairs they produce. Hessians are floored at 1e-16 as XGBoost does, so a confident
-sample never contributes exactly zero curvature.
+sample never contributes exactly zero curvature. Sample weights scale (g, h) in the boosting
+loop, not here; only the base margin (a weighted label statistic) sees them.
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ import numpy as np
 
 from ..errors import DataError
 
-__all__ = ["Objective", "Logistic", "SquaredError", "Softmax", "make_objective", "infer_objective"]
+__all__ = ["Objective", "Logistic", "SquaredError", "Softmax", "Poisson", "make_objective", "infer_objective"]
 
 _HESSIAN_FLOOR = 1e-16
 
 
 def _sigmoid(margin: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * margin))  # overflow-free logistic
+
+
+def _mean(y: np.ndarray, weight: np.ndarray | None) -> float:
+    """The (weighted) label mean; unweighted exactly as ``np.mean``."""
+    if weight is None:
+        return float(np.mean(y))
+    return float(np.sum(weight * y) / np.sum(weight))
 
 
 class Objective(ABC):
@@ -30,8 +38,8 @@ class Objective(ABC):
     n_outputs: int = 1
 
     @abstractmethod
-    def base_margin(self, y: np.ndarray) -> np.ndarray:
-        """Initial margin per output, estimated from the labels alone."""
+    def base_margin(self, y: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
+        """Initial margin per output, estimated from the labels (and sample weights) alone."""
 
     @abstractmethod
     def gradients(self, y: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,8 +54,8 @@ class Logistic(Objective):
     name = "binary"
     metric = "auc"
 
-    def base_margin(self, y: np.ndarray) -> np.ndarray:
-        rate = float(np.clip(np.mean(y), 1e-6, 1 - 1e-6))
+    def base_margin(self, y: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
+        rate = float(np.clip(_mean(y, weight), 1e-6, 1 - 1e-6))
         return np.array([np.log(rate / (1.0 - rate))])
 
     def gradients(self, y, margin):
@@ -64,8 +72,8 @@ class SquaredError(Objective):
     name = "regression"
     metric = "rmse"
 
-    def base_margin(self, y):
-        return np.array([float(np.mean(y))])
+    def base_margin(self, y, weight=None):
+        return np.array([_mean(y, weight)])
 
     def gradients(self, y, margin):
         g = margin[:, 0] - y
@@ -86,8 +94,8 @@ class Softmax(Objective):
             raise DataError(f"multiclass needs at least 2 classes, got {n_classes}")
         self.n_outputs = n_classes
 
-    def base_margin(self, y):
-        counts = np.bincount(y.astype(np.int64), minlength=self.n_outputs).astype(np.float64)
+    def base_margin(self, y, weight=None):
+        counts = np.bincount(y.astype(np.int64), weights=weight, minlength=self.n_outputs).astype(np.float64)
         prior = np.clip(counts / counts.sum(), 1e-6, None)
         log_prior = np.log(prior)
         return log_prior - log_prior.mean()
@@ -109,20 +117,50 @@ class Softmax(Objective):
         return self._softmax(margin)
 
 
-def make_objective(name: str, n_classes: int = 2) -> Objective:
+class Poisson(Objective):
+    """Counts (XGBoost's ``count:poisson``): log link, predictions ``exp(margin)``.
+
+    The hessian is ``exp(margin + delta_step)`` rather than the true ``exp(margin)``: XGBoost
+    inflates it (by e**0.7, about 2) so that early Newton steps from a poor margin do not
+    overshoot (XGBoost's ``max_delta_step``, 0.7 for Poisson: ``BoostParams.delta_step``)."""
+
+    name = "poisson"
+    metric = "poisson-nloglik"
+
+    def __init__(self, delta_step: float = 0.7) -> None:
+        self.delta_step = float(delta_step)
+
+    def base_margin(self, y, weight=None):
+        return np.array([np.log(max(_mean(y, weight), 1e-16))])
+
+    def gradients(self, y, margin):
+        m = margin[:, 0]
+        g = np.exp(m) - y
+        h = np.maximum(np.exp(m + self.delta_step), _HESSIAN_FLOOR)
+        return g[:, None], h[:, None]
+
+    def predict(self, margin):
+        return np.exp(margin[:, 0])
+
+
+def make_objective(name: str, n_classes: int = 2, *, delta_step: float = 0.7) -> Objective:
+    """``delta_step``: Poisson's hessian inflation (``BoostParams.delta_step``); others ignore it."""
     if name == "binary":
         return Logistic()
     if name == "regression":
         return SquaredError()
     if name == "multiclass":
         return Softmax(n_classes)
+    if name == "poisson":
+        return Poisson(delta_step)
     raise DataError(f"unknown objective {name!r}")
 
 
 def infer_objective(labels: np.ndarray, *, max_classes: int = 50) -> str:
     """Two distinct values: binary; class codes 0, 1, ..., K-1 (as scikit-learn's sample sets
     write them): multiclass; any other numbers, a bucketed amount or a 1-10 rating among
-    them, are a regression target (say ``objective`` to train classes)."""
+    them, are a regression target (say ``objective`` to train classes, or counts: ``poisson``
+    is never inferred)."""
     distinct = np.unique(labels)
     if distinct.size == 2:
         return "binary"

@@ -26,6 +26,7 @@ class Ensemble:
     trees: list[Tree] = field(default_factory=list)
     classes: list[Any] | None = None  # original label values for classifiers
     best_round: int | None = None
+    best_score: float | None = None  # the watched validation metric at ``best_round`` (early stopping)
 
     @property
     def n_outputs(self) -> int:
@@ -33,7 +34,7 @@ class Ensemble:
 
     @property
     def loss(self) -> Objective:
-        return make_objective(self.objective, max(self.n_outputs, 2))
+        return make_objective(self.objective, max(self.n_outputs, 2))  # predicting: delta_step is moot
 
     def margin(self, n_rows: int, oracle: RoutingOracle) -> np.ndarray:
         rows = np.arange(n_rows)
@@ -52,6 +53,8 @@ class Ensemble:
             "base_margin": [float(v) for v in self.base_margin],
             "classes": self.classes,
             "best_round": self.best_round,
+            # only when set: a strict model publishes none, and its digest must not change
+            **({"best_score": self.best_score} if self.best_score is not None else {}),
             "trees": [t.to_dict() for t in self.trees],
         }
 
@@ -64,6 +67,7 @@ class Ensemble:
                 trees=[Tree.from_dict(t) for t in data["trees"]],
                 classes=data.get("classes"),
                 best_round=data.get("best_round"),
+                best_score=None if data.get("best_score") is None else float(data["best_score"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelFileError(f"malformed ensemble: {exc}") from None

@@ -1,8 +1,20 @@
 """Gain of every candidate split, and the best split of each node, from aggregate sums.
 
-This is the one place gains are computed. Every protocol (and every enclave) calls it on
-exact integer sums, so they all agree to the last bit on which split wins. Gain follows
-XGBoost's ``loss_chg``: GL^2/(HL+lambda) + GR^2/(HR+lambda) - G^2/(H+lambda).
+This is the one place gains and leaf weights are computed. Every protocol (and every enclave)
+calls it on exact integer sums, so they all agree to the last bit on which split wins. Gain
+follows XGBoost's ``loss_chg`` (left + right - parent) with its ``CalcGain``/``CalcWeight``
+(src/tree/param.h, as its hist updater evaluates them): with T(G) = sign(G) max(|G| - alpha, 0),
+a node's weight is w = -T(G)/(H + lambda), clipped to +-max_delta_step when that is > 0; its
+score is T(G)^2/(H + lambda) without a cap, else -(2 G w + (H + lambda) w^2) at the clipped w.
+That last form takes the raw G, not T(G), as XGBoost's ``CalcGainGivenWeight`` does: so the
+L1 term is not in the gain of a capped run, and a test holds us to XGBoost's trees there.
+
+Each tree may split only on a sample of each party's columns (``colsample_bytree``), drawn
+per party from the run's seed, the party's index and the tree's index
+(``sampled_features``): in vertical FL no one holds every party's columns, so no one could
+draw XGBoost's joint sample, and every party's enclave can draw its own from the attested
+criteria.
+
 Candidates are ordered (feature, bin, missing direction); ties go to the first, and across
 parties to the lower party index, so a vertical run and a central run on the same columns
 (active party's first) pick the same split.
@@ -26,7 +38,7 @@ if TYPE_CHECKING:  # enclaves measure this module; they must not load the config
     from ..config import BoostParams
 
 __all__ = ["SplitCriteria", "SplitInfo", "NodeBest", "best_splits", "pick_global_best", "split_gains", "left_sums",
-           "goes_left", "valid_split_bin", "GAIN_EPSILON", "MAX_CATEGORY_BINS"]
+           "goes_left", "valid_split_bin", "sampled_features", "GAIN_EPSILON", "MAX_CATEGORY_BINS", "N_CRITERIA"]
 
 #: Splits must improve the objective by more than this (XGBoost's kRtEps).
 GAIN_EPSILON = 1e-6
@@ -40,6 +52,10 @@ MAX_CATEGORY_BINS = 62
 #: would show that row's gradient sign, i.e. its label (LightGBM's min_data_per_group).
 MIN_CATEGORY_ROWS = 10
 
+#: Values in ``SplitCriteria.as_tuple`` (what run contexts bind and hellos carry); new ones
+#: are appended, so the index of each older one stays.
+N_CRITERIA = 9
+
 
 @dataclass(frozen=True)
 class SplitCriteria:
@@ -48,6 +64,10 @@ class SplitCriteria:
     min_samples_leaf: int = 1
     min_split_gain: float = 0.0
     category_subsets: bool = True  # False: a categorical feature is cut only in its owner's code order
+    reg_alpha: float = 0.0  # L1 regularisation of leaf weights
+    max_delta_step: float = 0.0  # cap on a leaf weight's magnitude (0: none)
+    colsample_bytree: float = 1.0  # fraction of each party's columns a tree may split on
+    column_seed: int = 0  # seed of the column samples (the run's random_state)
 
     @classmethod
     def from_params(cls, params: BoostParams) -> "SplitCriteria":
@@ -57,21 +77,76 @@ class SplitCriteria:
             min_samples_leaf=params.min_samples_leaf,
             min_split_gain=params.min_split_gain,
             category_subsets=params.category_subsets,
+            reg_alpha=params.reg_alpha,
+            max_delta_step=params.delta_step,
+            colsample_bytree=params.colsample_bytree,
+            column_seed=params.random_state,
         )
 
-    def as_tuple(self) -> tuple[float, float, int, float, int]:
+    def as_tuple(self) -> tuple:
         """The criteria as the run context binds them (enclaves score by exactly these)."""
         return (float(self.reg_lambda), float(self.min_child_weight), int(self.min_samples_leaf),
-                float(self.min_split_gain), int(bool(self.category_subsets)))
+                float(self.min_split_gain), int(bool(self.category_subsets)), float(self.reg_alpha),
+                float(self.max_delta_step), float(self.colsample_bytree), int(self.column_seed))
 
     @classmethod
     def from_tuple(cls, values) -> "SplitCriteria":
-        if len(values) != 5 or int(values[4]) not in (0, 1):
-            raise ValueError("split criteria are five values, the last 0 or 1")
-        return cls(float(values[0]), float(values[1]), int(values[2]), float(values[3]), bool(int(values[4])))
+        """Inverse of ``as_tuple``; ``ValueError`` unless every value is one a run may bind."""
+        values = list(values)
+        if len(values) != N_CRITERIA:
+            raise ValueError(f"split criteria are {N_CRITERIA} values, not {len(values)}")
+        try:
+            exact = all(int(values[i]) == values[i] for i in (2, 4, 8))
+            criteria = cls(float(values[0]), float(values[1]), int(values[2]), float(values[3]), bool(int(values[4])),
+                           float(values[5]), float(values[6]), float(values[7]), int(values[8]))
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"split criteria {tuple(values)} are not numbers") from None
+        if not exact or int(values[4]) not in (0, 1) or not criteria.in_range():
+            raise ValueError(f"split criteria {tuple(values)} are out of range")
+        return criteria
+
+    def in_range(self) -> bool:
+        """Whether every value is one a run may bind (what an enclave checks of its init)."""
+        values = (self.reg_lambda, self.min_child_weight, self.min_split_gain, self.reg_alpha, self.max_delta_step,
+                  self.colsample_bytree)
+        return bool(all(np.isfinite(v) for v in values) and self.reg_lambda >= 0 and self.min_child_weight >= 0
+                    and self.min_samples_leaf >= 1 and self.min_split_gain >= 0 and self.reg_alpha >= 0
+                    and self.max_delta_step >= 0 and 0 < self.colsample_bytree <= 1
+                    and 0 <= self.column_seed < 2**63)
+
+    def _l1(self, g):
+        """XGBoost's ThresholdL1: G moved towards 0 by alpha (0 within alpha)."""
+        if self.reg_alpha == 0:
+            return g
+        return np.sign(g) * np.maximum(np.abs(g) - self.reg_alpha, 0.0)
+
+    def weight(self, g, h):
+        """A node's weight (before the learning rate): XGBoost's CalcWeight."""
+        w = -self._l1(g) / (h + self.reg_lambda)
+        if self.max_delta_step > 0:
+            w = np.clip(w, -self.max_delta_step, self.max_delta_step)
+        return w
 
     def score(self, g: np.ndarray, h: np.ndarray) -> np.ndarray:
-        return g * g / (h + self.reg_lambda)
+        """A node's score: XGBoost's gain of a node (raw G with a capped weight, see above)."""
+        if self.max_delta_step == 0:
+            t = self._l1(g)
+            return t * t / (h + self.reg_lambda)
+        w = self.weight(g, h)
+        return -(2.0 * g * w + (h + self.reg_lambda) * w * w)
+
+
+def sampled_features(criteria: SplitCriteria, party: int, tree: int, n_features: int) -> np.ndarray:
+    """bool (n_features,): the columns of ``party`` (0: active, passives 1..) that tree
+    ``tree`` (the booster's global tree index) may split on. Every site scoring that party's
+    candidates calls this, so plain, central and every enclave agree on the sample."""
+    mask = np.ones(n_features, dtype=bool)
+    if criteria.colsample_bytree < 1 and n_features > 0:
+        k = max(1, int(criteria.colsample_bytree * n_features))
+        chosen = np.random.default_rng([criteria.column_seed, party, tree]).choice(n_features, k, replace=False)
+        mask[:] = False
+        mask[chosen] = True
+    return mask
 
 
 @dataclass(frozen=True)
@@ -108,13 +183,15 @@ def best_splits(
     codec: GradientCodec,
     criteria: SplitCriteria,
     categorical: np.ndarray | None = None,
+    sampled: np.ndarray | None = None,
 ) -> list[NodeBest]:
     """Best split per node from int64 histograms of shape (nodes, features, width, 3).
 
     The last bin of ``width`` holds missing values; feature ``f`` has ``n_value_bins[f]``
     value bins, so thresholds 0 .. n_value_bins[f] - 2 are candidates. For a feature marked
     in ``categorical`` the value bins are first put in the node's gradient-ratio order, and
-    the winner's ``bin`` is the mask of the categories left of the chosen cut.
+    the winner's ``bin`` is the mask of the categories left of the chosen cut. Only features
+    marked in ``sampled`` (``sampled_features``; None: all) are candidates.
     """
     n_nodes, n_features, width, _ = hist.shape
     values = hist[:, :, : width - 1, :]
@@ -139,6 +216,8 @@ def best_splits(
         direction_ok = np.ones((n_nodes, n_features, 1, 2), dtype=bool)
         direction_ok[..., 0, 1] = ~(few & cat[None, :])
         in_range = in_range & direction_ok
+    if sampled is not None:
+        in_range = in_range & np.asarray(sampled, dtype=bool)[None, :, None, None]
     gain = split_gains(left, total[:, :, None, None, :], codec, criteria, in_range)
 
     flat = gain.reshape(n_nodes, -1)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import BoostParams, ProtocolOptions
+from ..config import PARAM_ALIASES, BoostParams, ProtocolOptions
 from ..errors import ConfigError
 from ..policy import Policy
 from ..protocols.enclaves import ProtocolEnv
@@ -174,12 +174,12 @@ def load_config(path: str | Path) -> PartyConfig:
         training = dict(raw.get("training", {}))
         config.protocol = _get(training, "protocol", str, "training", "plain", path=path)
         config.test_size = _get(training, "test_size", float, "training", 0.3, path=path)
-        known = {f.name for f in fields(BoostParams)}
+        known = {f.name for f in fields(BoostParams)} | set(PARAM_ALIASES)
         unknown = set(training) - known - {"protocol", "test_size"}
         if unknown:
             raise ConfigError(f"{path}: [training] has unknown field(s) {', '.join(sorted(unknown))}")
         try:
-            config.params = BoostParams(**{k: v for k, v in training.items() if k in known})
+            config.params = BoostParams.from_user(**{k: v for k, v in training.items() if k in known})
         except (ConfigError, TypeError) as exc:
             raise ConfigError(f"{path}: [training] {exc}") from None
     protocol = dict(raw.get("protocol", {}))

@@ -36,20 +36,27 @@ class EnclaveInit:
     max_bin: int
     protocol: str
     run_id: str
+    reg_alpha: float
+    max_delta_step: float
+    colsample_bytree: float
+    column_seed: int  # the run's random_state: which columns each party's trees may split on
     party_keys: np.ndarray = array_field("uint8", 2)  # (parties, 32) Ed25519 public keys by party index
 
 
 def run_context(protocol: str, run_id: str, max_bin: int, aes_bits: int, party_keys: np.ndarray,
-                criteria: tuple[float, float, int, float, int]) -> bytes:
+                criteria: tuple) -> bytes:
     """SHA-256 of the attested run parameters (split criteria included: an enclave scoring by
-    other rules is another run): what a quote's report data binds besides the channel key, and
-    the context every sealed blob of the run is bound to."""
+    other rules, or sampling other columns, is another run): what a quote's report data binds
+    besides the channel key, and the context every sealed blob of the run is bound to.
+    ``criteria`` is ``SplitCriteria.as_tuple()``; its integers are bound exactly (a 63-bit
+    seed does not survive a float)."""
     keys = np.ascontiguousarray(party_keys, dtype=np.uint8)
     if keys.ndim != 2 or keys.shape[1] != 32 or keys.shape[0] < 2:
         raise ProtocolError("party identity keys must be 32 bytes each, one per party (at least two)")
-    digest = hashlib.sha256(b"teeboost-run-context-v1")
+    exact = tuple(c if isinstance(c, int) else float(c) for c in criteria)
+    digest = hashlib.sha256(b"teeboost-run-context-v2")
     for part in (protocol.encode(), run_id.encode(), str(max_bin).encode(), str(aes_bits).encode(), keys.tobytes(),
-                 repr(tuple(float(c) for c in criteria)).encode()):
+                 repr(exact).encode()):
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.digest()
 

@@ -28,11 +28,11 @@ class EnclaveSession:
         self.max_bin = int(init.max_bin)
         self.aes_bits = aes_bits
         self.keys = [bytes(k) for k in np.asarray(init.party_keys, dtype=np.uint8)]
-        values = (init.reg_lambda, init.min_child_weight, init.min_samples_leaf, init.min_split_gain)
-        if not all(np.isfinite(v) for v in values) or init.reg_lambda < 0 or init.min_child_weight < 0 \
-                or init.min_samples_leaf < 1 or init.min_split_gain < 0 or not 1 <= self.max_bin <= 65535:
-            raise ProtocolError(f"split criteria {values} or max_bin {self.max_bin} are out of range")
-        self.criteria = SplitCriteria(*values, category_subsets=bool(init.category_subsets))
+        self.criteria = SplitCriteria(init.reg_lambda, init.min_child_weight, init.min_samples_leaf,
+                                      init.min_split_gain, bool(init.category_subsets), init.reg_alpha,
+                                      init.max_delta_step, init.colsample_bytree, init.column_seed)
+        if not self.criteria.in_range() or not 1 <= self.max_bin <= 65535:
+            raise ProtocolError(f"split criteria {self.criteria.as_tuple()} or max_bin {self.max_bin} are out of range")
         self.context = run_context(init.protocol, init.run_id, self.max_bin, aes_bits, init.party_keys,
                                    self.criteria.as_tuple())
         self.channels: dict[int, SecureChannel] = {}

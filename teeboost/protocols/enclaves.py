@@ -82,12 +82,14 @@ def enclave_code(program: str, trusted_roots: tuple[bytes, ...], options: Protoc
 
 def init_message(protocol: str, role: str, party: int, criteria, max_bin: int, env: ProtocolEnv,
                  run_id: str) -> bytes:
-    return serde.encode(em.EnclaveInit(role, party, criteria.reg_lambda, criteria.min_child_weight,
-                                       criteria.min_samples_leaf, criteria.min_split_gain,
-                                       bool(criteria.category_subsets), max_bin, protocol, run_id, env.keys_array()))
+    return serde.encode(em.EnclaveInit(
+        role, party, criteria.reg_lambda, criteria.min_child_weight, criteria.min_samples_leaf,
+        criteria.min_split_gain, bool(criteria.category_subsets), max_bin, protocol, run_id,
+        float(criteria.reg_alpha), float(criteria.max_delta_step), float(criteria.colsample_bytree),
+        int(criteria.column_seed), env.keys_array()))
 
 
-def criteria_tuple(criteria) -> tuple[float, float, int, float, int]:
+def criteria_tuple(criteria) -> tuple:
     return criteria.as_tuple()
 
 

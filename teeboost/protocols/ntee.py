@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.split import SplitCriteria, best_splits, left_sums
+from ..core.split import N_CRITERIA, SplitCriteria, best_splits, left_sums, sampled_features
 from ..errors import ProtocolError
 from ..parties.messages import Ack
 from ..policy import ALL_PROTOCOLS, Policy
@@ -46,7 +46,7 @@ class EnclaveHello:
 
     hello: bytes
     run_id: str
-    criteria: list[float]  # reg_lambda, min_child_weight, min_samples_leaf, min_split_gain (the active party's)
+    criteria: list[float]  # the active party's SplitCriteria.as_tuple (N_CRITERIA values)
     party_keys: np.ndarray = array_field("uint8", 2)
 
 
@@ -88,10 +88,12 @@ class SealedMessage:
     record: bytes
 
 
-def own_candidates(columns, nodes, node_rows, codec, criteria):
-    """The active party's best split per node, and what it sends left: (bests, valid, left sums)."""
+def own_candidates(columns, nodes, node_rows, codec, criteria, tree):
+    """The active party's best split per node over its columns sampled for ``tree``, and
+    what it sends left: (bests, valid, left sums)."""
     hist = columns.level_histograms(nodes, node_rows)
-    best = best_splits(hist, columns.bins.n_value_bins, codec, criteria, columns.bins.categorical_mask)
+    best = best_splits(hist, columns.bins.n_value_bins, codec, criteria, columns.bins.categorical_mask,
+                       sampled_features(criteria, 0, tree, columns.n_features))
     left = np.zeros((len(nodes), 3), dtype=np.int64)
     for i, b in enumerate(best):
         if b.valid:
@@ -145,7 +147,7 @@ class NteeActive(ActiveSplitting):
         records = em.unpack_records(self.enclave.ecall("level", serde.encode(em.LevelIn(
             self._tree, np.array(nodes, dtype=np.int32), **announced))))
         pending = self.channel.submit_all({p: SealedMessage(self._tree, "level", r) for p, r in records.items()})
-        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria)
+        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree)
         replies = pending.result()
         for party, reply in replies.items():
             if not isinstance(reply, SealedMessage) or reply.kind != "candidates" or reply.tree != self._tree:
@@ -187,12 +189,14 @@ class NteePassive:
 
     def _start(self, msg: EnclaveHello) -> None:
         check_party_keys(self.env, msg.party_keys, "the active party")
-        if len(msg.criteria) != 5 or int(msg.criteria[4]) not in (0, 1):
-            raise ProtocolError("the enclave hello must name five split criteria")
+        try:
+            criteria = SplitCriteria.from_tuple(msg.criteria)  # the active party's: its enclave binds them
+        except ValueError:
+            raise ProtocolError(f"the enclave hello must name {N_CRITERIA} split criteria in range") from None
         if self.scores:
-            self._policy.check_leaf_floor(self._party, int(msg.criteria[2]))
+            self._policy.check_leaf_floor(self._party, criteria.min_samples_leaf)
         self._run_id = msg.run_id
-        self._criteria = SplitCriteria.from_tuple(msg.criteria)  # the active party's: its enclave binds them
+        self._criteria = criteria
         self.enclave.ecall("init", init_message(self.protocol, "passive", self.index, self._criteria,
                                                 self.params.max_bin, self.env, msg.run_id))
         self._load_columns()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.histogram import plan_level
+from ..core.split import N_CRITERIA, SplitCriteria
 from ..errors import ProtocolError
 from ..parties.messages import Ack
 from ..tee.channel import ChannelInitiator, SecureChannel, party_statement
@@ -149,7 +150,7 @@ class OneTeeActive(ActiveSplitting):
         announced = self.announcements.for_all()
         self.announcements.clear()
         pending = self.channel.submit_all(requests)
-        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria)
+        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree)
         replies = pending.result()
         records = {}
         for party, reply in replies.items():
@@ -207,11 +208,13 @@ class OneTeePassive(PassiveScoring):
                                     f"aes_bits={msg.aes_bits}; this party uses {self.columns.bins.max_bin}, "
                                     f"{self._aes_bits}")
             self._bins_once = msg.send_bins
-            if len(msg.criteria) != 5 or int(msg.criteria[4]) not in (0, 1):
-                raise ProtocolError("the channel open must name five split criteria")
-            self._policy.check_leaf_floor(self._party, int(msg.criteria[2]))
+            try:
+                criteria = SplitCriteria.from_tuple(msg.criteria)
+            except ValueError:
+                raise ProtocolError(f"the channel open must name {N_CRITERIA} split criteria in range") from None
+            self._policy.check_leaf_floor(self._party, criteria.min_samples_leaf)
             self._context = em.run_context("onetee", msg.run_id, msg.max_bin, msg.aes_bits, msg.party_keys,
-                                           tuple(msg.criteria))
+                                           criteria.as_tuple())
             self._initiator = ChannelInitiator(verifier=self._verifier, aes_bits=self._aes_bits, context=self._context)
             return EnclaveHello(self._initiator.hello(), msg.run_id, list(msg.criteria), msg.party_keys)
         if isinstance(msg, ChannelAccept):

@@ -22,7 +22,8 @@ from ..core.gradients import EncodedGradients, GradientCodec
 from ..core.grower import AppliedSplit, SplitFinder
 from ..core.histogram import CHANNELS
 from ..core.nodes import NodeRows
-from ..core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, left_sums, pick_global_best, valid_split_bin
+from ..core.split import (NodeBest, SplitCriteria, SplitInfo, best_splits, left_sums, pick_global_best,
+                          sampled_features, valid_split_bin)
 from ..errors import ProtocolError
 from ..policy import ALL_PROTOCOLS, Policy, PolicyRefused
 from ..parties.messages import HistogramNote
@@ -194,7 +195,8 @@ class ActiveScoring(ActiveSplitting, ABC):
         }
         self.announcements.clear()
         pending = self.channel.submit_all(requests)
-        own = self.columns.best(nodes, node_rows, self.codec, self.criteria)
+        own = self.columns.best(nodes, node_rows, self.codec, self.criteria,
+                                sampled_features(self.criteria, 0, self._tree, self.columns.n_features))
         replies = pending.result()
         candidates: list[list[tuple[int, NodeBest]]] = [[(0, best)] for best in own]
         for party, reply in sorted(replies.items()):
@@ -209,8 +211,9 @@ class ActiveScoring(ActiveSplitting, ABC):
             self._level_histograms[party] = (nodes, hist)
             if self.channel.transcript is not None:
                 self.channel.transcript.note(HistogramNote(self._tree, party, np.array(nodes, dtype=np.int32), hist))
+            sampled = sampled_features(self.criteria, party, self._tree, self.passive_bins[party].size)
             for i, best in enumerate(best_splits(hist, self.passive_bins[party], self.codec, self.criteria,
-                                                 self.passive_categorical[party])):
+                                                 self.passive_categorical[party], sampled)):
                 candidates[i].append((party, best))
         found: list[SplitInfo | None] = []
         for node, node_candidates in zip(nodes, candidates):

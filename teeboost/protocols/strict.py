@@ -104,14 +104,20 @@ class StrictActive:
             valid_binned: np.ndarray | None = None, valid_labels: np.ndarray | None = None,
             sealed_checkpoint: bytes | None = None,
             on_tree: Callable[[TreeProgress], None] | None = None,
-            on_checkpoint: Callable[[bytes, int], None] | None = None) -> StrictResult:
+            on_checkpoint: Callable[[bytes, int], None] | None = None,
+            weights: np.ndarray | None = None, valid_weights: np.ndarray | None = None) -> StrictResult:
+        """``weights``: sample weights of the training rows, sealed into the enclave with the
+        labels (scaled gradients are all that leave it, sealed); ``valid_weights`` weight the
+        validation metrics early stopping watches in there."""
         train = self.columns.binned_by_feature.astype(np.uint16)
         binned = train if valid_binned is None else np.concatenate([train, valid_binned.astype(np.uint16)], axis=1)
         n_valid = 0 if valid_binned is None else valid_binned.shape[1]
         self.enclave.ecall("load", serde.encode(sm.StrictActiveLoad(
             json.dumps(self.params.to_dict()), objective, json.dumps(classes), labels.size, n_valid, outputs,
             labels.astype(np.float64), (valid_labels if valid_labels is not None else np.empty(0)).astype(np.float64),
-            self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask, binned)))
+            self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask, binned,
+            np.ones(labels.size) if weights is None else np.asarray(weights, dtype=np.float64),
+            np.ones(n_valid) if valid_weights is None else np.asarray(valid_weights, dtype=np.float64))))
         if sealed_checkpoint is not None:
             self.enclave.ecall("restore", sealed_checkpoint)
         started = time.perf_counter()

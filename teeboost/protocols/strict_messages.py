@@ -99,6 +99,8 @@ class StrictActiveLoad:
     n_value_bins: np.ndarray = array_field("int64", 1)
     categorical: np.ndarray = array_field("bool", 1)  # features split into category subsets
     binned: np.ndarray = array_field("uint16", 2)  # (features, n_train + n_valid)
+    weights: np.ndarray = array_field("float64", 1)  # sample weight per training row (all 1: none)
+    valid_weights: np.ndarray = array_field("float64", 1)  # per validation row, for its (unpublished) metrics
 
 
 @message
@@ -308,3 +310,4 @@ class StrictCheckpoint:
     best: np.ndarray = array_field("float64", 1)  # (best value or nan, best round)
     margin: np.ndarray = array_field("float64", 2)
     valid_margin: np.ndarray = array_field("float64", 2)
+    evals: np.ndarray = array_field("float64", 2)  # (metrics, rounds): the validation history, never published

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ..core.gradients import GradientCodec
-from ..core.split import MAX_CATEGORY_BINS, SplitCriteria, best_splits, bins_fit_counts, left_sums
+from ..core.split import MAX_CATEGORY_BINS, SplitCriteria, best_splits, bins_fit_counts, left_sums, sampled_features
 from ..errors import ProtocolError
 from ..transport import serde
 from . import strict_messages as sm
@@ -23,7 +23,7 @@ __all__ = ["PassiveStrictState"]
 
 
 class PassiveStrictState:
-    def __init__(self, load: sm.StrictPassiveLoad, max_bin: int, criteria: SplitCriteria) -> None:
+    def __init__(self, load: sm.StrictPassiveLoad, max_bin: int, criteria: SplitCriteria, party: int) -> None:
         binned = np.ascontiguousarray(load.binned)
         n_rows = load.n_train + load.n_valid
         if load.n_train < 1 or load.n_valid < 0 or binned.shape != (load.n_value_bins.size, n_rows) \
@@ -39,6 +39,7 @@ class PassiveStrictState:
         self.max_bin = max_bin
         self.width = max_bin + 1
         self.criteria = criteria
+        self.party = party  # this party's index: which column sample is its own
         self.records: dict[int, tuple[int, int, bool, int]] = {}  # id -> feature, bin, default left, tree
         self.n_train = load.n_train
         if load.max_trees < 0 or load.max_depth < 0:
@@ -86,7 +87,8 @@ class PassiveStrictState:
             hist = children_histograms(self.bins, self.width, self.positions, self.hist, split, self.g, self.h,
                                        self.weight)
         self.hist = hist
-        best = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical)
+        sampled = sampled_features(self.criteria, self.party, self.tree, self.n_value_bins.size)
+        best = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical, sampled)
         n = len(best)
         sums = np.zeros((n, 3), dtype=np.int64)
         self.handles = np.frombuffer(os.urandom(8 * n), dtype=np.uint64) | np.uint64(1)

@@ -1,10 +1,10 @@
 """Inside the active party's strict enclave: the whole boosting run.
 
 The enclave runs the same ``Booster`` and ``TreeGrower`` every protocol runs (so it grows
-plain's trees), on labels and columns its host loaded once. Labels, margins, gradients, node
-membership and leaf values never leave it; what does is what ``publish`` says: progress
-(tree shape), sealed checkpoints and, at the end, the model as the active party is entitled
-to it. Talking to the passive enclaves is an ocall: the training thread hands sealed records
+plain's trees), on labels, sample weights and columns its host loaded once. Labels,
+weights, margins, gradients, node membership, leaf values and validation metrics never leave
+it; what does is what ``publish`` says: progress (tree shape), sealed checkpoints and, at the
+end, the model as the active party is entitled to it. Talking to the passive enclaves is an ocall: the training thread hands sealed records
 to the host through a ``Bridge`` and waits for the host to bring the answers back.
 
 Every tree runs ``max_depth`` levels of two exchanges each (scores, then partitions), split
@@ -28,6 +28,7 @@ from ..core.loss import make_objective
 from ..core.model import Ensemble
 from ..core.predict import RoutingOracle
 from ..core.split import MAX_CATEGORY_BINS, NodeBest, bins_fit_counts, SplitCriteria, SplitInfo, best_splits, pick_global_best, split_gains
+from ..core.split import sampled_features
 from ..errors import ProtocolError, TeeboostError
 from ..transport import serde
 from . import strict_messages as sm
@@ -198,7 +199,8 @@ class ObliviousFinder(SplitFinder):
             hist = children_histograms(self.bins, self.width, self.positions, self.hist, self.parent_split, self.g,
                                        self.h, self.weight)
         self.hist = hist
-        self.own = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical)
+        self.own = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical,
+                               sampled_features(self.criteria, 0, self.tree, self.n_value_bins.size))
         self.timer["own histograms"] += time.perf_counter() - started
         n = 2 ** self.depth
         self.theirs = self._collect("level", sm.StrictCandidates)
@@ -335,6 +337,7 @@ def published_ensemble(ensemble: Ensemble) -> dict:
     """The model the active party is entitled to: tree shapes, owners, record ids and leaf
     values; gains, node sizes and covers stay inside (they are statistics of the partitions)."""
     data = json.loads(json.dumps(ensemble.to_dict(), default=_plain))  # plain JSON types: one canonical digest
+    data.pop("best_score", None)  # a validation metric: not published (see ``_run``)
     for tree in data["trees"]:
         tree["gain"] = [0.0] * len(tree["gain"])
         tree["n_rows"] = [0] * len(tree["n_rows"])
@@ -360,13 +363,22 @@ class StrictTrainer:
                 or not bins_fit_counts(binned, load.n_value_bins, params.max_bin) \
                 or not np.all(np.isfinite(load.labels)) or not np.all(np.isfinite(load.valid_labels)):
             raise ProtocolError("the training data given to the enclave is inconsistent")
+        for given, count in ((load.weights, load.n_train), (load.valid_weights, load.n_valid)):
+            if given.size != count or not np.all(np.isfinite(given)) or np.any(given < 0):
+                raise ProtocolError("the sample weights given to the enclave are not one finite weight >= 0 per row")
+        if not np.any(load.weights > 0):
+            raise ProtocolError("every sample weight given to the enclave is zero")
+        self.weights = None if np.all(load.weights == 1) else load.weights.copy()
+        self.valid_weights = None if np.all(load.valid_weights == 1) else load.valid_weights.copy()
         self.session = session
         self.params = params
         self.load = load
         self.classes = json.loads(load.classes)
-        self.objective = make_objective(load.objective, len(self.classes) if self.classes else 2)
+        self.objective = make_objective(load.objective, len(self.classes) if self.classes else 2,
+                                        delta_step=params.delta_step)
         if self.objective.n_outputs != load.outputs:
             raise ProtocolError("the objective's outputs do not match")
+        self.metrics = params.metrics_for(self.objective.name)
         self.bridge = Bridge()
         self.finder = ObliviousFinder(self.bridge, session, binned.astype(np.intp), load.n_value_bins.copy(),
                                       load.categorical.copy(), load.n_train, criteria, params.max_depth, self.objective.n_outputs)
@@ -381,9 +393,10 @@ class StrictTrainer:
                 "next_round": state.next_round, "records": [[i, *r] for i, r in sorted(self.finder.records.items())]}
         best = np.array([np.nan if state.best_value is None else state.best_value, state.best_round], dtype=np.float64)
         valid = state.valid_margin if state.valid_margin is not None else np.zeros((0, 0))
+        evals = np.array([state.evals.get(m, []) for m in self.metrics], dtype=np.float64).reshape(len(self.metrics), -1)
         frame = serde.encode(sm.StrictCheckpoint(
             json.dumps(meta, default=_plain), np.array([g for t in trees for g in t.gain], dtype=np.float64),
-            np.array([n for t in trees for n in t.n_rows], dtype=np.int64), best, state.margin, valid))
+            np.array([n for t in trees for n in t.n_rows], dtype=np.int64), best, state.margin, valid, evals))
         return self.seal(frame, self.session.context + b"strict-active-checkpoint")
 
     def restore(self, blob: bytes) -> int:
@@ -398,9 +411,12 @@ class StrictTrainer:
             tree.n_rows = [int(r) for r in saved.n_rows[at:at + n]]
             at += n
         best_value = None if np.isnan(saved.best[0]) else float(saved.best[0])
+        if saved.evals.shape[0] != len(self.metrics):
+            raise ProtocolError("the sealed checkpoint's validation history has other metrics")
+        evals = {m: [float(v) for v in row] for m, row in zip(self.metrics, saved.evals)} if saved.evals.size else {}
         self.state = BoostState(ensemble, saved.margin.copy(), meta["rng_state"], int(meta["next_round"]),
                                 saved.valid_margin.copy() if self.load.n_valid else None, best_value,
-                                int(saved.best[1]))
+                                int(saved.best[1]), evals)
         self.finder.records = {int(i): (int(f), int(b), bool(d), int(t)) for i, f, b, d, t in meta["records"]}
         return len(ensemble.trees)
 
@@ -429,9 +445,10 @@ class StrictTrainer:
 
         booster = Booster(params, self.objective, finder, RoundOracle(finder, 0), on_tree=on_tree,
                           on_truncate=on_truncate)
-        validation = Validation(load.valid_labels, RoundOracle(finder, load.n_train)) if load.n_valid else None
+        validation = (Validation(load.valid_labels, RoundOracle(finder, load.n_train), self.valid_weights)
+                      if load.n_valid else None)
         ensemble = booster.fit(load.labels, classes=self.classes, validation=validation, state=self.state,
-                               on_round=on_round)
+                               on_round=on_round, sample_weight=self.weights)
         n_trees = len(ensemble.trees)
         finder.tree = n_trees
         published = published_ensemble(ensemble)

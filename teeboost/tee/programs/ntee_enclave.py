@@ -18,7 +18,7 @@ import numpy as np
 from teeboost.core.gradients import EncodedGradients, GradientCodec
 from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.nodes import NodeRows
-from teeboost.core.split import MAX_CATEGORY_BINS, best_splits, bins_fit_counts, goes_left, left_sums
+from teeboost.core.split import MAX_CATEGORY_BINS, best_splits, bins_fit_counts, goes_left, left_sums, sampled_features
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
 from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_initiator,  # noqa: F401 - entry points
@@ -163,7 +163,9 @@ def ecall_level_record(rt, record):
     apply_announcements(nodes, msg)
     requested = [int(n) for n in msg.nodes]
     hist = rt.state["builder"].level(requested, nodes)
-    best = best_splits(hist, rt.state["n_value_bins"], rt.state["codec"], current.criteria, rt.state["categorical"])
+    sampled = sampled_features(current.criteria, current.party, msg.tree, rt.state["n_value_bins"].size)
+    best = best_splits(hist, rt.state["n_value_bins"], rt.state["codec"], current.criteria, rt.state["categorical"],
+                       sampled)
     handles = {}
     handle_array = np.zeros(len(requested), dtype=np.uint64)
     sums = np.zeros((len(requested), 3), dtype=np.int64)

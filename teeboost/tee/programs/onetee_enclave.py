@@ -19,7 +19,8 @@ import os
 import numpy as np
 
 from teeboost.core.gradients import GradientCodec
-from teeboost.core.split import MAX_CATEGORY_BINS, NodeBest, best_splits, bins_fit_counts, goes_left, left_sums
+from teeboost.core.split import (MAX_CATEGORY_BINS, NodeBest, best_splits, bins_fit_counts, goes_left, left_sums,
+                                 sampled_features)
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
 from teeboost.protocols.enclave_session import session, start_session
@@ -263,7 +264,9 @@ def ecall_choose(rt, payload):
         sums = _expect(current.channel(party).open(record), m.MaskedSums)
         hist = _party_histograms(rt, party, sums, nodes, width)
         categorical = rt.state["categorical"][party]
-        bests[party] = best_splits(hist, rt.state["meta"][party][1], tree.codec, current.criteria, categorical)
+        n_value_bins = rt.state["meta"][party][1]
+        sampled = sampled_features(current.criteria, party, tree.tree, n_value_bins.size)
+        bests[party] = best_splits(hist, n_value_bins, tree.codec, current.criteria, categorical, sampled)
         for i, b in enumerate(bests[party]):
             left = left_sums(hist[i, b.feature], b.bin, b.default_left, bool(categorical[b.feature])) if b.valid \
                 else np.zeros(3, dtype=np.int64)
