@@ -97,3 +97,30 @@ def test_progress_bar_draws_one_step_per_tree(capsys):
     progress.close()
     err = capsys.readouterr().err
     assert "training" in err and "2/2" in err and "leaves=7" in err
+
+
+def test_train_takes_xgboost_names_weights_and_metrics(tmp_path, capsys):
+    """--n-estimators/--eta/--gamma spell --n-trees/--learning-rate/--min-split-gain; a weight
+    column is no feature; the reported metric is the last of --eval-metric."""
+    frame = pd.read_csv(bundled_path()).iloc[:6000]
+    frame["w"] = 1.0 + (frame["SeriousDlqin2yrs"] == 1) * 2.0
+    data = tmp_path / "joined.csv"
+    frame.to_csv(data, index=False)
+    model_dir = tmp_path / "model"
+    assert main(["train", "--json", "--data", str(data), "--id", "Unnamed: 0", "--label", "SeriousDlqin2yrs",
+                 "--passive-columns", "age,MonthlyIncome", "--weight-column", "w", "--n-estimators", "4",
+                 "--eta", "0.2", "--gamma", "0.1", "--reg-alpha", "0.5", "--colsample-bytree", "0.5",
+                 "--max-delta-step", "1", "--eval-metric", "auc,logloss", "--early-stopping-rounds", "2",
+                 "--model-dir", str(model_dir)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["metric"] == "logloss" and 0 < report["value"] < 0.5
+    saved = json.loads((model_dir / "active.json").read_text())
+    assert "w" not in saved["features"]
+    params = saved["params"]
+    assert (params["n_trees"], params["learning_rate"], params["min_split_gain"], params["reg_alpha"],
+            params["colsample_bytree"], params["max_delta_step"], params["eval_metric"]) == \
+        (4, 0.2, 0.1, 0.5, 0.5, 1.0, ["auc", "logloss"])
+    assert main(["train", "--data", str(data), "--id", "Unnamed: 0", "--label", "SeriousDlqin2yrs",
+                 "--passive-columns", "age,MonthlyIncome", "--eval-metric", "rmse",
+                 "--model-dir", str(model_dir)]) == 2
+    assert "eval_metric='rmse' does not score objective='binary'" in capsys.readouterr().err

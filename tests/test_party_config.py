@@ -43,3 +43,38 @@ def test_good_config_defaults_checkpoints_beside_the_model(tmp_path):
     config = load_config(path)
     assert config.checkpoint_dir == tmp_path / "model-passive-1" / "checkpoint"
     assert (config.retries, config.recover_timeout) == (3, 120.0)
+
+
+def test_active_config_takes_xgboost_names_and_a_weight_column(tmp_path):
+    path = tmp_path / "active.toml"
+    path.write_text("""
+[party]
+name = "bank"
+role = "active"
+data = "active.csv"
+id_column = "id"
+label = "y"
+weight_column = "w"
+
+[tls]
+insecure = true
+
+[[peers]]
+name = "telco"
+index = 1
+address = "127.0.0.1:50051"
+
+[training]
+n_estimators = 12
+eta = 0.1
+gamma = 0.5
+colsample_bytree = 0.8
+eval_metric = ["logloss", "auc"]
+""")
+    config = load_config(path)
+    assert config.weight_column == "w"
+    assert (config.params.n_trees, config.params.learning_rate, config.params.min_split_gain) == (12, 0.1, 0.5)
+    assert config.params.colsample_bytree == 0.8 and config.params.eval_metric == ("logloss", "auc")
+    path.write_text(path.read_text().replace("eta = 0.1", "eta = 0.1\nlearning_rate = 0.2"))
+    with pytest.raises(ConfigError, match="name the same parameter"):
+        load_config(path)

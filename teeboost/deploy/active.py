@@ -76,7 +76,7 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
                  on_tree: Callable[[TreeProgress], None] | None = None, resume: bool = False,
                  on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
     data = PartyData.from_csv(config.data, id_column=config.id_column, label=config.label, name=config.name,
-                              require_label=True)
+                              require_label=True, weight_column=config.weight_column)
     # this party's own policy first: nothing is sent for a run it would not take part in
     config.policy.check_params(config.name, config.protocol, config.params, _outputs(data, config))
     check_tee(config, config.protocol)

@@ -1,7 +1,7 @@
 """``party.toml``: everything one party needs to run on its own host, validated on load.
 
     [party]    name, role ("active"|"passive"), index (passive), listen (passive), data,
-               id_column, label (active), model_dir, checkpoint_dir (default model_dir/checkpoint),
+               id_column, label and weight_column (active), model_dir, checkpoint_dir (default model_dir/checkpoint),
                active_party (passive: the certificate name of the only party it serves; "active")
     [policy]   protocols (default: the TEE protocols only), max_trees, max_depth,
                min_rows_per_node, max_runs_per_day, max_psi_ids_per_day,
@@ -53,6 +53,7 @@ class PartyConfig:
     index: int = 0
     listen: str = ""
     label: str | None = None
+    weight_column: str | None = None  # active: a column of per-row sample weights
     tls: TlsFiles | None = None
     insecure: bool = False
     peers: list[Peer] = field(default_factory=list)
@@ -156,6 +157,7 @@ def load_config(path: str | Path) -> PartyConfig:
             raise ConfigError(f"{path}: [party] active_party = {config.active_party!r} is not a party name")
     else:
         config.label = _get(party, "label", str, "party", path=path)
+        config.weight_column = _get(party, "weight_column", str, "party", None, path=path)
     tls = raw.get("tls", {})
     config.insecure = bool(_get(tls, "insecure", bool, "tls", False, path=path))
     if not config.insecure:
