@@ -316,12 +316,13 @@ class _VerticalBoost(BaseEstimator):
     @property
     def feature_importances_(self) -> np.ndarray:
         """One value per feature (in ``feature_names_in_`` order: the joined table's, or the
-        active party's features then each passive party's), normalised to sum to 1: XGBoost's scikit-learn default, average gain. A strict model
-        keeps gains inside its enclaves: use ``importance(..., "weight")`` there."""
+        active party's features then each passive party's), normalised to sum to 1. The type is
+        XGBoost's scikit-learn default, average gain; a strict model keeps gains inside its
+        enclaves and publishes split counts only, so those rank its features."""
         from .explain.importance import joint_importances
 
         model = self._fitted()
-        joint = joint_importances(model, "gain")
+        joint = joint_importances(model, "weight" if model.strict else "gain")
         layout = getattr(self, "_layout", None)
         if layout is None:
             return joint

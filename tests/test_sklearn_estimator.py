@@ -214,3 +214,16 @@ def test_estimator_explains_from_each_seat_and_exports(tmp_path, credit):
     joined = rows[booster.feature_names].to_numpy(dtype=np.float64)
     theirs = booster.predict(xgboost.DMatrix(joined, feature_names=booster.feature_names, missing=np.nan))
     assert np.max(np.abs(theirs - model.predict_proba(rows)[:, 1])) < 1e-6
+
+
+def test_a_strict_model_ranks_features_by_split_counts(credit):
+    """Strict mode publishes no gains: its importances are the split counts it does publish."""
+    X, y = credit
+    model = VerticalBoostClassifier(protocol="strict", allow_simulated_tee=True, parties=TELCO,
+                                    n_estimators=2).fit(X.iloc[:1500], y.iloc[:1500])
+    counts = model.feature_importances_
+    assert counts.sum() == pytest.approx(1.0)
+    splits = sum(not t.is_leaf(n) for t in model.model_.active.ensemble.trees for n in range(t.n_nodes))
+    assert np.all(np.isclose(counts * splits, np.round(counts * splits)))  # whole numbers of splits
+    with pytest.raises(ConfigError, match="cover"):
+        model.shap_values(X.iloc[:10])
