@@ -30,7 +30,7 @@ from sklearn.metrics import accuracy_score, r2_score
 from .config import BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
 from .data import PartyData, align_parties
-from .errors import ConfigError, DataError
+from .errors import ConfigError, DataError, ModelFileError
 from .federation import FederatedModel, train_local
 from .joined import JoinedLayout, as_frame
 
@@ -410,7 +410,7 @@ class _VerticalBoost(BaseEstimator):
         record = model.active.estimator or {}
         if record.get("class") not in (None, cls.__name__):
             raise ConfigError(f"{model_dir} holds a {record['class']}, not a {cls.__name__}")
-        params = dict(record.get("params") or {})
+        params = cls._saved_params(record, model, model_dir)
         if not params:  # a model trained by the CLI: its training parameters, by our names
             saved = BoostParams(**model.active.params) if model.active.params else BoostParams()
             params = {k: getattr(saved, f) for k, f in _BOOST_FIELDS.items() if k in cls().get_params()}
@@ -421,13 +421,47 @@ class _VerticalBoost(BaseEstimator):
         estimator = cls(**params)
         layout = record.get("layout")
         if layout:
-            estimator._layout = JoinedLayout(tuple(layout["columns"]),
-                                             tuple((n, tuple(c)) for n, c in layout["parties"]))
+            estimator._layout = _saved_layout(layout, model, model_dir)
         classes = record.get("classes")
         estimator._take_model(model, model.active.report, None if classes is None else np.asarray(classes))
         return estimator
 
     load_model = load
+
+    @classmethod
+    def _saved_params(cls, record: dict[str, Any], model: FederatedModel, model_dir) -> dict[str, Any]:
+        """The settings a model file names, checked: a file does not choose where a later fit
+        writes (runtime keys are not read), nor a protocol other than the one that trained it."""
+        params = record.get("params") or {}
+        if not isinstance(params, dict):
+            raise ModelFileError(f"{model_dir}: the estimator's params must be an object")
+        known = set(cls().get_params()) - set(_RUNTIME)
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ModelFileError(f"{model_dir}: the estimator's params name unknown or runtime-only "
+                                 f"parameter(s) {', '.join(map(str, unknown))}")
+        if params and params.get("protocol") != model.active.protocol:
+            raise ModelFileError(f"{model_dir}: the estimator's params say protocol={params.get('protocol')!r}, "
+                                 f"but the model was trained with {model.active.protocol!r}")
+        return dict(params)
+
+
+def _saved_layout(layout: Any, model: FederatedModel, model_dir) -> JoinedLayout:
+    """The joined table's columns as saved, checked against the parties' own feature names:
+    a layout that would feed one party's column to another is refused."""
+    try:
+        saved = JoinedLayout(tuple(str(c) for c in layout["columns"]),
+                             tuple((str(n), tuple(str(c) for c in cols)) for n, cols in layout["parties"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"{model_dir}: malformed column layout ({exc})") from None
+    checked = JoinedLayout.of(saved.columns, {name: list(cols) for name, cols in saved.parties[1:]})
+    if [cols for _, cols in checked.parties] != [cols for _, cols in saved.parties]:
+        raise ModelFileError(f"{model_dir}: the column layout does not cut its own columns into parties")
+    owners = [model.active.feature_names, *(p.feature_names for p in model.passives)]
+    if len(owners) != len(saved.parties) or any(not set(features) <= set(cols)
+                                                for features, (_, cols) in zip(owners, saved.parties)):
+        raise ModelFileError(f"{model_dir}: the column layout does not match the parties' features")
+    return saved
 
 
 def _seed(value: Any) -> int:

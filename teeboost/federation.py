@@ -30,7 +30,7 @@ from .errors import CheckpointError, ConfigError, DataError
 from .labels import check_counts, encode_labels, encode_with_classes
 from .policy import Policy
 from .model_files import ActiveModel, PassiveModel, load_model_dir, remove_stale_models, save_models
-from .parties.active import FederatedOracle, NotingFinder, discard_trees, handshake, note_trees
+from .parties.active import FederatedOracle, NotingFinder, announce_model, discard_trees, handshake, note_trees
 from .parties.messages import ResumeFrom, RunNote, SaveCheckpoint
 from .parties.passive import PassiveParty
 from .protocols.enclaves import SIMULATED_HINT, ProtocolEnv
@@ -295,7 +295,8 @@ def train_active(
         if spec.trains_in_enclave:  # validation rows ride along inside the enclaves
             announce_validation(channel, "" if validation is None else validation[1],
                                 0 if validation is None else validation[0].n_rows)
-        finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params), passive_bins,
+        finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params, weighted=SplitCriteria.rows_weighted(
+                                      params.scale_pos_weight, weights, valid_weights)), passive_bins,
                                   passive_categorical,
                                   params, dataclasses.replace(env, run_id=run_id, on_phase=on_phase or env.on_phase))
         if spec.trains_in_enclave:
@@ -332,6 +333,8 @@ def train_active(
                                    on_round=None if checkpoint_path is None else save_checkpoint,
                                    sample_weight=weights)
             evals_result = booster.evals_result()
+        if not spec.trains_in_enclave:  # strict: the enclaves bind each party's records themselves
+            announce_model(channel, ensemble)
         if writer is not None:
             note_trees(writer, ensemble.trees)
     except BaseException:
@@ -434,7 +437,7 @@ def train_local(
             run.phases[phase] = round(run.phases.get(phase, 0.0) + value, 4)
     passives_models = [PassiveModel(p.index, p.name, p.feature_names, p.owner,
                                     "strict" if spec.trains_in_enclave else "",
-                                    getattr(p.protocol, "model_digest", ""), params.max_depth,
+                                    getattr(p.protocol, "model_digest", "") or p.model_digest, params.max_depth,
                                     vocabularies=dict(p.vocabularies)) for p in parties]
     return FederatedModel(model, passives_models, options if spec.uses_enclaves else None), run
 

@@ -5,7 +5,8 @@ reveal more than the party agreed to is checked here, at the party, against rule
 operator wrote: which protocols may run (the TEE protocols unless plain or SecureBoost are
 opted into, since both reveal per-bin or per-row aggregates of this party's data to the
 active party), how large a model may grow, how small a partition of rows it reveals may be
-(k-anonymity of partitions), and how much alignment and prediction it serves per day
+(k-anonymity of partitions), whether the active party may sample this party's columns or
+weigh rows (either lets it aim every split of a tree at one row: see docs/enclaves.md), and how much alignment and prediction it serves per day
 (budgets, counted from the audit log so a restart does not reset them).
 
 A refusal is a ``PolicyRefused`` naming the party and the rule; the active party's error
@@ -50,6 +51,12 @@ def _positive(name: str, value: Any, where: str) -> int | None:
     return value
 
 
+def _flag(name: str, value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: [policy] {name} = {value!r} must be true or false")
+    return value
+
+
 @dataclass(frozen=True)
 class Policy:
     protocols: tuple[str, ...] = TEE_PROTOCOLS
@@ -59,6 +66,15 @@ class Policy:
     max_runs_per_day: int | None = None  # training runs set up in any 24 h
     max_psi_ids_per_day: int | None = None  # ids the active party submits to alignment in any 24 h
     max_prediction_rows_per_day: int | None = None  # rows scored in any 24 h
+    # colsample_bytree < 1: with a seed ground offline, every split of a tree falls on one chosen column
+    column_sampling: bool = False
+    # weighted rows (sample weights, scale_pos_weight): k counts rows, not weight, so zero weights defeat it
+    sample_weights: bool = False
+
+    @classmethod
+    def unrestricted(cls) -> "Policy":
+        """One process, one operator: every protocol, no limits."""
+        return cls(protocols=ALL_PROTOCOLS, column_sampling=True, sample_weights=True)
 
     @classmethod
     def from_table(cls, table: Any, where: str = "config") -> "Policy":
@@ -82,7 +98,8 @@ class Policy:
                   ("max_trees", "max_depth", "max_runs_per_day", "max_psi_ids_per_day",
                    "max_prediction_rows_per_day")}
         k = _positive("min_rows_per_node", table.get("min_rows_per_node", 1), where)
-        return cls(protocols=tuple(dict.fromkeys(protocols)), min_rows_per_node=k, **limits)
+        flags = {name: _flag(name, table.get(name, False), where) for name in ("column_sampling", "sample_weights")}
+        return cls(protocols=tuple(dict.fromkeys(protocols)), min_rows_per_node=k, **limits, **flags)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
@@ -96,9 +113,11 @@ class Policy:
                                 f"{', '.join(self.protocols)}. Its operator may opt in by adding it to "
                                 "[policy] protocols")
 
-    def check_params(self, party: str, protocol: str, params, outputs: int = 1) -> None:
+    def check_params(self, party: str, protocol: str, params, outputs: int = 1, *, serving: bool = True) -> None:
         """A run's parameters (``BoostParams``; ``outputs`` trees per round, one per class in
-        multiclass runs) before anything of this party's is touched."""
+        multiclass runs) before anything of this party's is touched. ``serving`` False: the
+        active party checks its own run, whose column sample and weights are its own choice.
+        Sample weights are not in the parameters: they are checked in the attested criteria."""
         self.check_protocol(party, protocol)
         trees = params.n_trees * max(1, outputs)
         if self.max_trees is not None and trees > self.max_trees:
@@ -109,6 +128,28 @@ class Policy:
             raise PolicyRefused(party, "max_depth", f"the run asks for depth {params.max_depth}; "
                                 f"at most {self.max_depth}")
         self.check_leaf_floor(party, params.min_samples_leaf)
+        if serving:
+            self.check_column_sampling(party, params.colsample_bytree)
+            self.check_weighted(party, params.scale_pos_weight != 1, f"scale_pos_weight = {params.scale_pos_weight}")
+
+    def check_criteria(self, party: str, criteria) -> None:
+        """The split criteria (``SplitCriteria``) an enclave of the run is bound to."""
+        self.check_leaf_floor(party, criteria.min_samples_leaf)
+        self.check_column_sampling(party, criteria.colsample_bytree)
+        self.check_weighted(party, criteria.weighted, "the active party weighs rows")
+
+    def check_column_sampling(self, party: str, colsample_bytree: float) -> None:
+        if float(colsample_bytree) < 1 and not self.column_sampling:
+            raise PolicyRefused(party, "column_sampling", f"the run samples this party's columns "
+                                f"(colsample_bytree = {colsample_bytree}), which lets the active party aim every "
+                                "split of a tree at one column; its operator may allow it with "
+                                "column_sampling = true in [policy]")
+
+    def check_weighted(self, party: str, weighted: bool, how: str) -> None:
+        if weighted and not self.sample_weights:
+            raise PolicyRefused(party, "sample_weights", f"the run weighs rows ({how}); weights of 0 defeat "
+                                "min_rows_per_node, which counts rows, not weight. Its operator may allow it with "
+                                "sample_weights = true in [policy]")
 
     def check_leaf_floor(self, party: str, min_samples_leaf: int) -> None:
         """Split criteria an enclave will enforce must keep every child at least k rows."""

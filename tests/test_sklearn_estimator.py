@@ -227,3 +227,27 @@ def test_a_strict_model_ranks_features_by_split_counts(credit):
     assert np.all(np.isclose(counts * splits, np.round(counts * splits)))  # whole numbers of splits
     with pytest.raises(ConfigError, match="cover"):
         model.shap_values(X.iloc[:10])
+
+
+def test_a_model_file_does_not_choose_runtime_settings_or_the_protocol(tmp_path, credit):
+    """Red-team findings: an edited active.json made a later fit write a transcript where the
+    file said, and turned a strict model's estimator into a plain one."""
+    import json
+
+    from teeboost.errors import ModelFileError
+
+    X, y = credit
+    VerticalBoostClassifier(parties=TELCO, n_estimators=2).fit(X, y).save(tmp_path)
+    active = tmp_path / "active.json"
+    original = json.loads(active.read_text())
+    for edit, message in [
+        (lambda d: d["estimator"]["params"].update(transcript=str(tmp_path / "elsewhere.tbt")), "runtime-only"),
+        (lambda d: d["estimator"]["params"].update(protocol="strict"), "trained with 'plain'"),
+        (lambda d: d["estimator"]["params"].update(colour="red"), "unknown"),
+        (lambda d: d["estimator"]["layout"]["parties"][1][1].append("DebtRatio"), "column layout"),
+    ]:
+        data = json.loads(json.dumps(original))
+        edit(data)
+        active.write_text(json.dumps(data))
+        with pytest.raises(ModelFileError, match=message):
+            VerticalBoostClassifier.load(tmp_path)

@@ -1,6 +1,7 @@
 """Joint XGBoost JSON export: every party's part merged into a model XGBoost loads and that
 predicts what federated prediction predicts on the joined rows."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -142,7 +143,7 @@ def test_merge_needs_every_party_part_once():
         merge_parts([*parts, {"format": "x"}])
     broken = json.loads(json.dumps(parts[1]))
     broken["records"] = broken["records"][1:]
-    with pytest.raises(ModelFileError, match="gave no split record"):
+    with pytest.raises(ModelFileError, match="the parts do not fit together"):
         merge_parts([parts[0], broken, parts[2]])
     document = merge_parts(parts)
     names = document["learner"]["feature_names"]
@@ -188,7 +189,7 @@ def test_export_cli_refuses_incomplete_usage(tmp_path, capsys):
 
 def test_parts_of_different_models_do_not_merge():
     one, other = tm.credit_binary().model, tm.credit_two_passives().model
-    with pytest.raises(ModelFileError, match="different models|gave no split record"):
+    with pytest.raises(ModelFileError, match="belongs to another model"):
         merge_parts([export_part(one.active), export_part(other.passives[0])])
 
 
@@ -198,3 +199,30 @@ def test_strict_model_exports_its_splits_with_zero_statistics():
     assert all(set(t["sum_hessian"]) == {0.0} for t in document["learner"]["gradient_booster"]["model"]["trees"])
     ours, theirs = both_predictions(trained)
     assert np.abs(ours - theirs).max() <= 1e-6
+
+
+def test_parts_of_different_models_are_refused(credit_parties):
+    """Red-team finding: an active part of one model merged with a passive part of another (the
+    passive party had revised some incomes) and predicted up to 0.135 away from either model.
+    Each passive party now keeps the digest of the trees its records belong to (two runs that
+    grew identical trees are one model: either party file then fits them)."""
+    from teeboost.config import BoostParams
+    from teeboost.federation import train_local
+
+    active, (passive,) = credit_parties
+    rows = np.arange(4000)
+    params = BoostParams(n_trees=3, max_depth=3)
+    first, _ = train_local(active.take(rows), [passive.take(rows)], params)
+    revised = passive.take(rows)
+    age = revised.feature_names.index("age")
+    features = revised.features.copy()
+    features[::2, age] = np.random.default_rng(0).permutation(features[::2, age])  # revised ages: other trees
+    second, _ = train_local(active.take(rows), [dataclasses.replace(revised, features=features)], params)
+    assert first.passives[0].model_digest and first.passives[0].model_digest != second.passives[0].model_digest
+    merge_parts([export_part(first.active), export_part(first.passives[0])])
+    with pytest.raises(ModelFileError, match="belongs to another model"):
+        merge_parts([export_part(first.active), export_part(second.passives[0])])
+    old = export_part(first.passives[0])
+    old["model_digest"] = ""
+    with pytest.raises(ModelFileError, match="predates model digests"):
+        merge_parts([export_part(first.active), old])

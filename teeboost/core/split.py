@@ -54,7 +54,7 @@ MIN_CATEGORY_ROWS = 10
 
 #: Values in ``SplitCriteria.as_tuple`` (what run contexts bind and hellos carry); new ones
 #: are appended, so the index of each older one stays.
-N_CRITERIA = 9
+N_CRITERIA = 10
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,13 @@ class SplitCriteria:
     max_delta_step: float = 0.0  # cap on a leaf weight's magnitude (0: none)
     colsample_bytree: float = 1.0  # fraction of each party's columns a tree may split on
     column_seed: int = 0  # seed of the column samples (the run's random_state)
+    # rows weigh other than 1 (sample weights or scale_pos_weight): not a scoring rule, but bound
+    # so a passive party's policy can refuse such runs and the strict enclave can hold its host to it
+    weighted: bool = False
 
     @classmethod
-    def from_params(cls, params: BoostParams) -> "SplitCriteria":
+    def from_params(cls, params: BoostParams, weighted: bool = False) -> "SplitCriteria":
+        """``weighted``: whether the run weighs rows (``rows_weighted``); not a BoostParams field."""
         return cls(
             reg_lambda=params.reg_lambda,
             min_child_weight=params.min_child_weight,
@@ -81,13 +85,21 @@ class SplitCriteria:
             max_delta_step=params.delta_step,
             colsample_bytree=params.colsample_bytree,
             column_seed=params.random_state,
+            weighted=bool(weighted),
         )
+
+    @staticmethod
+    def rows_weighted(scale_pos_weight: float, *weights) -> bool:
+        """Whether a run weighs rows unequally: ``scale_pos_weight`` != 1 or any of the given
+        weight arrays (None: unweighted) has a weight other than 1."""
+        return bool(scale_pos_weight != 1 or any(w is not None and np.any(np.asarray(w) != 1) for w in weights))
 
     def as_tuple(self) -> tuple:
         """The criteria as the run context binds them (enclaves score by exactly these)."""
         return (float(self.reg_lambda), float(self.min_child_weight), int(self.min_samples_leaf),
                 float(self.min_split_gain), int(bool(self.category_subsets)), float(self.reg_alpha),
-                float(self.max_delta_step), float(self.colsample_bytree), int(self.column_seed))
+                float(self.max_delta_step), float(self.colsample_bytree), int(self.column_seed),
+                int(bool(self.weighted)))
 
     @classmethod
     def from_tuple(cls, values) -> "SplitCriteria":
@@ -96,12 +108,12 @@ class SplitCriteria:
         if len(values) != N_CRITERIA:
             raise ValueError(f"split criteria are {N_CRITERIA} values, not {len(values)}")
         try:
-            exact = all(int(values[i]) == values[i] for i in (2, 4, 8))
+            exact = all(int(values[i]) == values[i] for i in (2, 4, 8, 9))
             criteria = cls(float(values[0]), float(values[1]), int(values[2]), float(values[3]), bool(int(values[4])),
-                           float(values[5]), float(values[6]), float(values[7]), int(values[8]))
+                           float(values[5]), float(values[6]), float(values[7]), int(values[8]), bool(int(values[9])))
         except (TypeError, ValueError, OverflowError):
             raise ValueError(f"split criteria {tuple(values)} are not numbers") from None
-        if not exact or int(values[4]) not in (0, 1) or not criteria.in_range():
+        if not exact or int(values[4]) not in (0, 1) or int(values[9]) not in (0, 1) or not criteria.in_range():
             raise ValueError(f"split criteria {tuple(values)} are out of range")
         return criteria
 

@@ -78,7 +78,7 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
     data = PartyData.from_csv(config.data, id_column=config.id_column, label=config.label, name=config.name,
                               require_label=True, weight_column=config.weight_column)
     # this party's own policy first: nothing is sent for a run it would not take part in
-    config.policy.check_params(config.name, config.protocol, config.params, _outputs(data, config))
+    config.policy.check_params(config.name, config.protocol, config.params, _outputs(data, config), serving=False)
     check_tee(config, config.protocol)
     checkpoint = active_checkpoint_file(config.checkpoint_dir)
     recoveries = 0

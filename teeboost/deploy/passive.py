@@ -225,7 +225,8 @@ class PassiveService:
             raise ProtocolError("nothing was trained")
         model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner,
                              "strict" if self.party.protocol_name == "strict" else "",
-                             getattr(self.party.protocol, "model_digest", ""), self.party.max_depth,
+                             getattr(self.party.protocol, "model_digest", "") or self.party.model_digest,
+                             self.party.max_depth,
                              self.party.vocabularies)
         save_models(self.config.model_dir, None, [model])
         remove_checkpoint(self._checkpoint_file())

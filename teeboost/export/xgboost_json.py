@@ -35,6 +35,7 @@ import numpy as np
 from ..core.model import Ensemble
 from ..core.tree import SplitRecord, Tree
 from ..errors import ModelFileError
+from ..parties.active import ensemble_digest
 from ..model_files import ActiveModel, PassiveModel
 
 if TYPE_CHECKING:
@@ -77,9 +78,11 @@ def export_part(party_model: ActiveModel | PassiveModel) -> dict[str, Any]:
         features.append({"name": feature} if vocabulary is None else
                         {"name": feature, "categories": list(vocabulary.names), "other": vocabulary.other})
     records = [_record_entry(record_id, record, party_model) for record_id, record in party_model.owner.items()]
+    digest = (ensemble_digest(party_model.ensemble) if isinstance(party_model, ActiveModel)
+              else party_model.model_digest)
     part: dict[str, Any] = {"format": PART_FORMAT, "version": PART_VERSION,
                             "role": "active" if index == 0 else "passive", "party": index, "name": name,
-                            "features": features, "records": records}
+                            "model_digest": digest, "features": features, "records": records}
     if isinstance(party_model, ActiveModel):
         ensemble = party_model.ensemble
         part.update({
@@ -192,7 +195,33 @@ def _order_parts(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict
     missing = [f"{i} ({n})" for i, n in sorted(expected.items()) if i not in given]
     if missing:
         raise ModelFileError(f"no part from passive parties {', '.join(missing)}: every party must export its part")
-    return active, [given[i] for i in sorted(expected)]
+    passives = [given[i] for i in sorted(expected)]
+    _check_same_model(active, passives)
+    return active, passives
+
+
+def _check_same_model(active: dict[str, Any], passives: list[dict[str, Any]]) -> None:
+    """Every part belongs to the one model the active part's trees are: each passive party kept
+    the digest of those trees with its records at the end of training, and its records are
+    exactly the ones the trees name."""
+    digest = active.get("model_digest")
+    for part in passives:
+        theirs = part.get("model_digest")
+        if not theirs:
+            raise ModelFileError(f"the part of passive party {part['party']} ({part['name']}) names no model; its "
+                                 "model file predates model digests: retrain to export")
+        if theirs != digest:
+            raise ModelFileError(f"the part of passive party {part['party']} ({part['name']}) belongs to another "
+                                 f"model (digest {str(theirs)[:16]}..., the active party's trees {str(digest)[:16]}...)")
+        try:
+            named = {int(t["record"][n]) for t in active["trees"] for n in range(len(t["left"]))
+                     if int(t["party"][n]) == part["party"]}
+            held = {int(r["id"]) for r in part["records"]}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"malformed part: {exc}") from None
+        if named != held:
+            raise ModelFileError(f"passive party {part['party']} ({part['name']}) gave {len(held)} split records, "
+                                 f"the trees name {len(named)} of its records: the parts do not fit together")
 
 
 def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,9 +15,10 @@ from ..errors import ProtocolError
 from ..protocols.partition import encode_row_sets
 from ..transport.base import Channel
 from ..transport.transcript import TranscriptWriter
-from .messages import DiscardTrees, GradientsNote, Hello, HelloReply, NodeRowsNote, RouteRequest, TreeNote
+from .messages import DiscardTrees, ModelDone, GradientsNote, Hello, HelloReply, NodeRowsNote, RouteRequest, TreeNote
 
-__all__ = ["FederatedOracle", "handshake", "discard_trees", "NotingFinder", "note_trees"]
+__all__ = ["FederatedOracle", "handshake", "discard_trees", "NotingFinder", "note_trees", "ensemble_digest",
+           "announce_model"]
 
 
 def handshake(channel: Channel, protocol: str, n_rows: int, max_bin: int) -> dict[int, HelloReply]:
@@ -36,6 +37,22 @@ def handshake(channel: Channel, protocol: str, n_rows: int, max_bin: int) -> dic
                 reply.categorical & (reply.n_value_bins > MAX_CATEGORY_BINS)):
             raise ProtocolError(f"party {party} ({reply.name}) reported invalid categorical features")
     return replies
+
+
+def ensemble_digest(ensemble) -> str:
+    """Hex SHA-256 of the published trees (as strict mode's enclaves digest them: gains, sizes
+    and covers left out), the same for every protocol and for a resumed run."""
+    from ..protocols.strict_messages import model_digest
+    from ..protocols.strict_trainer import published_ensemble
+
+    return model_digest(published_ensemble(ensemble)).hex()
+
+
+def announce_model(channel: Channel, ensemble) -> str:
+    """Tell every passive party which model its split records belong to."""
+    digest = ensemble_digest(ensemble)
+    channel.request_all({p: ModelDone(bytes.fromhex(digest)) for p in channel.parties})
+    return digest
 
 
 def discard_trees(channel: Channel, keep: int) -> None:

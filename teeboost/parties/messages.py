@@ -10,6 +10,7 @@ import numpy as np
 from ..transport.serde import array_field, message
 
 __all__ = [
+    "ModelDone",
     "Hello", "HelloReply", "RouteRequest", "RouteReply", "DiscardTrees", "Ack", "SaveCheckpoint", "ResumeFrom",
     "GradientsNote", "TreeNote", "RunNote", "HistogramNote", "NodeRowsNote",
 ]
@@ -79,6 +80,16 @@ class RouteReply:
 
     n_answers: int
     bits: np.ndarray = array_field("uint8", 1)
+
+
+@message
+@dataclass(frozen=True)
+class ModelDone:
+    """Active -> passive at the end of training: the digest of the published trees, which the
+    passive party keeps with its split records so its part of the model cannot be combined
+    with another model's (an export merge, strict prediction)."""
+
+    model_digest: bytes
 
 
 @message

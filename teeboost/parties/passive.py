@@ -21,9 +21,9 @@ from ..checkpoint import PassiveCheckpoint
 from ..core.columns import PartyColumns
 from ..core.tree import OwnerTable
 from ..errors import CheckpointError, ProtocolError
-from ..policy import ALL_PROTOCOLS, Policy, PolicyRefused
+from ..policy import Policy, PolicyRefused
 from ..protocols.partition import SplitReply, decode_row_sets
-from .messages import Ack, DiscardTrees, Hello, HelloReply, ResumeFrom, RouteReply, RouteRequest, SaveCheckpoint
+from .messages import Ack, DiscardTrees, ModelDone, Hello, HelloReply, ResumeFrom, RouteReply, RouteRequest, SaveCheckpoint
 
 __all__ = ["PassiveParty"]
 
@@ -57,10 +57,11 @@ class PassiveParty:
         self.protocol_name = protocol_name
         self.checkpoint = checkpoint
         self.fingerprint = fingerprint
-        self.policy = policy or Policy(protocols=ALL_PROTOCOLS)  # in one process: one operator, no limits
+        self.policy = policy or Policy.unrestricted()  # in one process: one operator, no limits
         # a row's path crosses at most max_depth splits of one tree: the run's, else the policy's
         self.max_depth = max_depth if max_depth is not None else self.policy.max_depth
         self.queries: Counter[str] = Counter()
+        self.model_digest = ""  # of the trees its records belong to, told at the end of training
         self._revealed: Counter[int] = Counter()  # tree -> partitions this party returned
         self._records_checked = 0
         self._datasets: dict[str, np.ndarray] = {}
@@ -106,6 +107,11 @@ class PassiveParty:
             if msg.keep < 0:
                 raise ProtocolError(f"cannot keep {msg.keep} trees")
             self.owner.keep_trees_below(msg.keep)
+            return Ack()
+        if isinstance(msg, ModelDone):
+            if len(msg.model_digest) != 32:
+                raise ProtocolError("a model digest is 32 bytes")
+            self.model_digest = msg.model_digest.hex()
             return Ack()
         if isinstance(msg, SaveCheckpoint):
             return self._save_checkpoint(msg)

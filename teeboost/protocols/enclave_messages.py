@@ -40,6 +40,7 @@ class EnclaveInit:
     max_delta_step: float
     colsample_bytree: float
     column_seed: int  # the run's random_state: which columns each party's trees may split on
+    weighted: bool  # the run weighs rows (sample weights, scale_pos_weight): passive policies may refuse
     party_keys: np.ndarray = array_field("uint8", 2)  # (parties, 32) Ed25519 public keys by party index
 
 

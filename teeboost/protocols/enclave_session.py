@@ -30,7 +30,8 @@ class EnclaveSession:
         self.keys = [bytes(k) for k in np.asarray(init.party_keys, dtype=np.uint8)]
         self.criteria = SplitCriteria(init.reg_lambda, init.min_child_weight, init.min_samples_leaf,
                                       init.min_split_gain, bool(init.category_subsets), init.reg_alpha,
-                                      init.max_delta_step, init.colsample_bytree, init.column_seed)
+                                      init.max_delta_step, init.colsample_bytree, init.column_seed,
+                                      bool(init.weighted))
         if not self.criteria.in_range() or not 1 <= self.max_bin <= 65535:
             raise ProtocolError(f"split criteria {self.criteria.as_tuple()} or max_bin {self.max_bin} are out of range")
         self.context = run_context(init.protocol, init.run_id, self.max_bin, aes_bits, init.party_keys,

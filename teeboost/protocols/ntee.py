@@ -23,7 +23,7 @@ import numpy as np
 from ..core.split import N_CRITERIA, SplitCriteria, best_splits, left_sums, sampled_features
 from ..errors import ProtocolError
 from ..parties.messages import Ack
-from ..policy import ALL_PROTOCOLS, Policy
+from ..policy import Policy
 from ..tee.channel import party_statement
 from ..transport import serde
 from ..transport.serde import array_field, message
@@ -180,11 +180,12 @@ class NteePassive:
                                           label=f"passive-{index}")
         self._tree = -1
         self._run_id: str | None = None
-        self._party, self._policy = f"passive-{index}", Policy(protocols=ALL_PROTOCOLS)
+        self._party, self._policy = f"passive-{index}", Policy.unrestricted()
 
     def bind_policy(self, party: str, policy: Policy, max_depth: int | None = None) -> None:
         """This party's enclave scores and partitions by the criteria the run binds: they must
-        keep every child at least the policy's k rows."""
+        keep every child at least the policy's k rows, and sample its columns or weigh rows only
+        if the policy allows."""
         self._party, self._policy = party, policy
 
     def _start(self, msg: EnclaveHello) -> None:
@@ -194,7 +195,7 @@ class NteePassive:
         except ValueError:
             raise ProtocolError(f"the enclave hello must name {N_CRITERIA} split criteria in range") from None
         if self.scores:
-            self._policy.check_leaf_floor(self._party, criteria.min_samples_leaf)
+            self._policy.check_criteria(self._party, criteria)
         self._run_id = msg.run_id
         self._criteria = criteria
         self.enclave.ecall("init", init_message(self.protocol, "passive", self.index, self._criteria,

@@ -212,7 +212,7 @@ class OneTeePassive(PassiveScoring):
                 criteria = SplitCriteria.from_tuple(msg.criteria)
             except ValueError:
                 raise ProtocolError(f"the channel open must name {N_CRITERIA} split criteria in range") from None
-            self._policy.check_leaf_floor(self._party, criteria.min_samples_leaf)
+            self._policy.check_criteria(self._party, criteria)
             self._context = em.run_context("onetee", msg.run_id, msg.max_bin, msg.aes_bits, msg.party_keys,
                                            criteria.as_tuple())
             self._initiator = ChannelInitiator(verifier=self._verifier, aes_bits=self._aes_bits, context=self._context)

@@ -25,7 +25,7 @@ from ..core.nodes import NodeRows
 from ..core.split import (NodeBest, SplitCriteria, SplitInfo, best_splits, left_sums, pick_global_best,
                           sampled_features, valid_split_bin)
 from ..errors import ProtocolError
-from ..policy import ALL_PROTOCOLS, Policy, PolicyRefused
+from ..policy import Policy, PolicyRefused
 from ..parties.messages import HistogramNote
 from ..transport.base import Channel
 from .partition import (
@@ -235,7 +235,7 @@ class PassiveScoring(ABC):
         self.columns = columns
         self._tree = -1
         self._node_rows: NodeRows | None = None
-        self._party, self._policy, self._max_depth = "this party", Policy(protocols=ALL_PROTOCOLS), None
+        self._party, self._policy, self._max_depth = "this party", Policy.unrestricted(), None
 
     def bind_policy(self, party: str, policy: Policy, max_depth: int | None = None) -> None:
         """Partitions this party computes are checked against its policy before they leave:

@@ -350,7 +350,13 @@ class StrictTrainer:
 
     def __init__(self, session, load: sm.StrictActiveLoad, seal, unseal) -> None:
         params = BoostParams(**json.loads(load.params))
-        criteria = SplitCriteria.from_params(params)
+        # weighted is derived from what was loaded, not taken from the host: passive parties' policies
+        # trusted the attested criteria's word, so a host that attested an unweighted run may not weigh rows
+        weighted = SplitCriteria.rows_weighted(params.scale_pos_weight, load.weights, load.valid_weights)
+        if weighted and not session.criteria.weighted:
+            raise ProtocolError("the enclave was attested for an unweighted run, and its host loaded sample "
+                                "weights (or scale_pos_weight) other than 1")
+        criteria = SplitCriteria.from_params(params, weighted=weighted)
         if criteria != session.criteria or params.max_bin != session.max_bin:
             raise ProtocolError("the training parameters are not the ones this enclave was attested for")
         n_rows = load.n_train + load.n_valid
