@@ -308,6 +308,13 @@ class _VerticalBoost(BaseEstimator):
             raise AttributeError("best_iteration is only defined when early stopping is used")
         return best
 
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
+        """Accuracy (classifier) or R² (regressor); for PartyData, ``y`` is the passive
+        parties' list and the labels are the active party's."""
+        if isinstance(X, PartyData):
+            return float(self._score(X.labels, self.predict(X, y), sample_weight=sample_weight))
+        return float(self._score(y, self.predict(X), sample_weight=sample_weight))
+
     def evals_result(self) -> dict[str, dict[str, list[float]]]:
         """Validation metrics per round, as XGBoost gives them: {"validation_0": {"auc": [...]}}."""
         self._fitted()
@@ -464,6 +471,12 @@ def _saved_layout(layout: Any, model: FederatedModel, model_dir) -> JoinedLayout
     return saved
 
 
+def _labels_of(active: PartyData) -> np.ndarray:
+    if active.labels is None:
+        raise DataError(f"{active.source}: the active party has no label column")
+    return active.labels
+
+
 def _seed(value: Any) -> int:
     """scikit-learn's random_state (None, an int or a RandomState) as the int the run uses."""
     if value is None:
@@ -475,17 +488,14 @@ def _seed(value: Any) -> int:
     raise ConfigError(f"random_state={value!r} must be an integer, a numpy RandomState or None")
 
 
-
-
 class VerticalBoostClassifier(ClassifierMixin, _VerticalBoost):
     """Binary (logistic) or multiclass (softmax) classification."""
 
     _objectives = ("binary", "multiclass")
+    _score = staticmethod(accuracy_score)
 
     def _objective_for(self, active: PartyData) -> str:
-        if active.labels is None:
-            raise DataError(f"{active.source}: the active party has no label column")
-        labels = active.labels
+        labels = _labels_of(active)
         distinct = np.unique(labels)
         params = self._boost_params()
         if params.objective is not None:
@@ -514,23 +524,16 @@ class VerticalBoostClassifier(ClassifierMixin, _VerticalBoost):
         proba = self.predict_proba(X, passive)
         return self.classes_[np.argmax(proba, axis=1)]
 
-    def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
-        """Accuracy; for PartyData, ``y`` is the passive parties' list and the labels are the
-        active party's."""
-        if isinstance(X, PartyData):
-            return float(accuracy_score(X.labels, self.predict(X, y), sample_weight=sample_weight))
-        return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
 
 
 class VerticalBoostRegressor(RegressorMixin, _VerticalBoost):
     """Squared-error or Poisson regression."""
 
     _objectives = ("regression", "poisson")
+    _score = staticmethod(r2_score)
 
     def _objective_for(self, active: PartyData) -> str:
-        if active.labels is None:
-            raise DataError(f"{active.source}: the active party has no label column")
-        labels = active.labels
+        labels = _labels_of(active)
         if labels.dtype == object:
             raise DataError(f"{active.source}: label column {active.label_name!r} holds text "
                             f"(e.g. {labels[0]!r}): Unknown label type for a regressor; use "
@@ -551,10 +554,3 @@ class VerticalBoostRegressor(RegressorMixin, _VerticalBoost):
         if output_margin:
             return self._margin(X, passive)[:, 0]
         return self._predict_raw(X, passive)
-
-    def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
-        """R²; for PartyData, ``y`` is the passive parties' list and the labels are the active
-        party's."""
-        if isinstance(X, PartyData):
-            return float(r2_score(X.labels, self.predict(X, y), sample_weight=sample_weight))
-        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))

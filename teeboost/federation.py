@@ -295,10 +295,10 @@ def train_active(
         if spec.trains_in_enclave:  # validation rows ride along inside the enclaves
             announce_validation(channel, "" if validation is None else validation[1],
                                 0 if validation is None else validation[0].n_rows)
-        finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params, weighted=SplitCriteria.rows_weighted(
-                                      params.scale_pos_weight, weights, valid_weights)), passive_bins,
-                                  passive_categorical,
-                                  params, dataclasses.replace(env, run_id=run_id, on_phase=on_phase or env.on_phase))
+        weighted = SplitCriteria.rows_weighted(params.scale_pos_weight, weights, valid_weights)
+        finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params, weighted=weighted),
+                                  passive_bins, passive_categorical, params,
+                                  dataclasses.replace(env, run_id=run_id, on_phase=on_phase or env.on_phase))
         if spec.trains_in_enclave:
             ensemble, owner = _train_in_enclave(
                 finder, channel, run_id, y, classes, objective_name, objective.n_outputs, active_columns,
