@@ -20,13 +20,14 @@ import numpy as np
 
 from teeboost.config import BoostParams
 from teeboost.data import PartyData, split_columns
-from teeboost.datasets import GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit
+from teeboost.datasets import (GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE,
+                               load_give_me_some_credit)
 from teeboost.federation import train_local
 from teeboost.metrics import roc_auc
 
 
 def resample(n_rows: int, seed: int = 0) -> tuple[PartyData, PartyData]:
-    frame = load_give_me_some_credit()
+    frame = load_give_me_some_credit().drop(columns=[GIVE_ME_SOME_CREDIT_ID])  # a row number, not a feature
     active, (passive,) = split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL)
     index = np.random.default_rng(seed).integers(0, active.n_rows, n_rows)
     return active.take(index), passive.take(index)

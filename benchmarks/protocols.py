@@ -25,7 +25,8 @@ import numpy as np
 
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.data import PartyData, split_columns
-from teeboost.datasets import GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit
+from teeboost.datasets import (GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE,
+                               load_give_me_some_credit)
 from teeboost.federation import train_local
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,7 +36,7 @@ PARAMS = BoostParams(n_trees=5, max_depth=3, learning_rate=0.3, subsample=0.8, m
 
 
 def resample(n_rows: int, seed: int = 0) -> tuple[PartyData, PartyData]:
-    frame = load_give_me_some_credit()
+    frame = load_give_me_some_credit().drop(columns=[GIVE_ME_SOME_CREDIT_ID])  # a row number, not a feature
     active, (passive,) = split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL)
     index = np.random.default_rng(seed).integers(0, active.n_rows, n_rows)
     return active.take(index), passive.take(index)
@@ -48,8 +49,8 @@ def runs(skip_secureboost: bool, with_ou: bool) -> list[tuple[str, str, Protocol
         if with_ou:
             out.append(("secureboost/ou", "secureboost", ProtocolOptions(scheme="ou")))
     out += [("ntee", "ntee", ProtocolOptions(allow_simulated_tee=True)),
-            ("onetee", "onetee", ProtocolOptions(allow_simulated_tee=True)),
-            ("onetee/bins-once", "onetee", ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True)),
+            ("onetee", "onetee", ProtocolOptions(allow_simulated_tee=True)),  # bins once, the default
+            ("onetee/index-sets", "onetee", ProtocolOptions(onetee_bins_once=False, allow_simulated_tee=True)),
             ("strict", "strict", ProtocolOptions(allow_simulated_tee=True))]
     return out
 

@@ -161,14 +161,28 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     secure.add_argument("--no-pack-bins", action="store_true", help="decrypt every bin sum separately")
     secure.add_argument("--crypto-workers", type=int, default=None,
                         help="processes for big-integer work (default: one per core)")
+    length = secure.add_mutually_exclusive_group()
+    length.add_argument("--short-randomizer", dest="short_randomizer", action="store_const", const=True,
+                        default=None, help="random exponents of 2 x the key's security level (224 bits at 2048): "
+                                           "4.5x fewer bits than n/2, generic attack still 2^112 (docs/secureboost.md); "
+                                           "the default for --scheme ou")
+    length.add_argument("--full-randomizer", dest="short_randomizer", action="store_const", const=False,
+                        help="random exponents of n/2 bits (the default for --scheme paillier)")
+    secure.add_argument("--no-precompute-randomizers", dest="precompute_randomizers", action="store_false",
+                        help="do not compute the next tree's randomisers while passive parties work")
     secure.add_argument("--aes-bits", type=int, choices=(128, 256), default=128,
                         help="AES-GCM key size of the enclaves' attested channels (ntee, onetee)")
     secure.add_argument("--allow-simulated-tee", action="store_true",
                         help="ntee, onetee: accept the simulated enclave backend and its quotes (no hardware "
                              "isolation; the only backend on machines without SGX/TDX/SEV-SNP)")
-    secure.add_argument("--onetee-bins-once", action="store_true",
-                        help="1-TEE: passive parties send their bin assignments to the enclave once "
-                             "instead of index sets per node (same information, fewer bytes)")
+    onetee_mode = secure.add_mutually_exclusive_group()
+    onetee_mode.add_argument("--onetee-index-sets", dest="onetee_bins_once", action="store_false", default=True,
+                             help="1-TEE: the seed paper's flow, passive parties sum one-time-pad-masked gradients "
+                                  "and send index sets per node (slower; the default sends bins once, the same "
+                                  "information, and the enclave sums)")
+    onetee_mode.add_argument("--onetee-bins-once", dest="onetee_bins_once", action="store_true",
+                             help="1-TEE: passive parties send their bin assignments to the enclave once "
+                                  "(the default)")
     out = parser.add_argument_group("output")
     out.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR,
                      help="where each party's model file is written (default: ./teeboost-model)")
@@ -197,6 +211,7 @@ def _options(args: argparse.Namespace) -> ProtocolOptions:
     return ProtocolOptions(scheme=args.scheme, key_bits=args.key_bits, insecure_key_bits=args.insecure_key_bits,
                            pack_gradients=not args.no_pack_gradients, pack_bins=not args.no_pack_bins,
                            crypto_workers=args.crypto_workers, aes_bits=args.aes_bits,
+                           short_randomizer=args.short_randomizer, precompute_randomizers=args.precompute_randomizers,
                            onetee_bins_once=args.onetee_bins_once, allow_simulated_tee=args.allow_simulated_tee)
 
 
@@ -861,7 +876,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         mb = sum(entry["bytes"].values()) / 1e6
         status = "(already done)" if cached else ""
         message = (f"[{state['done']}/{total}] {point.protocol:<12} {point.rows:>9,} rows: {entry['seconds']:8.2f} s, "
-                   f"{mb:9.2f} MB, peak {entry['peak_rss_mb']:.0f} MB, AUC {entry['auc']:.4f} {status}")
+                   f"{mb:9.2f} MB, peak {entry.get('peak_tree_mb', entry['peak_rss_mb']):.0f} MB, "
+                   f"AUC {entry['auc']:.4f} {status}")
         (progress.write if progress is not None else lambda m: print(m, file=sys.stderr))(message)
 
     try:

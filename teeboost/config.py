@@ -227,8 +227,15 @@ class ProtocolOptions:
     pack_gradients: bool = True  # (g, h) of a sample in one plaintext
     pack_bins: bool = True  # several bin sums per plaintext before decryption
     crypto_workers: int | None = None  # processes for big-integer work (None: one per core)
+    # random exponent of 2 x the key's security level (True), n/2 (False), or the scheme's default
+    # (None: Okamoto-Uchiyama short, Paillier n/2); see docs/secureboost.md
+    short_randomizer: bool | None = None
+    precompute_randomizers: bool = True  # compute the next tree's randomisers while passive parties work
+    randomizer_reserve_mb: int = 512  # memory bound of randomisers computed ahead
     aes_bits: int = 128  # AES-GCM key size of attested enclave channels (128 as in the paper, or 256)
-    onetee_bins_once: bool = False  # 1-TEE: send bin assignments once instead of index sets per node
+    # 1-TEE: each passive party seals its bins to the enclave once and the enclave sums its histograms
+    # (False: the seed paper's masked sums with index sets per node; slower at every size, docs/tee-protocols.md)
+    onetee_bins_once: bool = True
     allow_simulated_tee: bool = False  # accept simulated enclaves and quotes (no hardware protection)
 
     def __post_init__(self) -> None:
@@ -246,6 +253,9 @@ class ProtocolOptions:
             raise ConfigError(f"aes_bits={self.aes_bits} must be 128 or 256")
         if self.crypto_workers is not None:
             _check_int("crypto_workers", self.crypto_workers, 1, 256)
+        if self.short_randomizer not in (None, True, False):
+            raise ConfigError(f"short_randomizer={self.short_randomizer!r} must be true, false or unset")
+        _check_int("randomizer_reserve_mb", self.randomizer_reserve_mb, 0, 1 << 20)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -82,6 +82,16 @@ def test_train_secureboost_from_the_command_line(tmp_path, capsys):
     assert report["bytes_by_message"]["EncryptedGradients"]["active_to_passive"] > 0
 
 
+@pytest.mark.parametrize("flags, bits", [([], 384), (["--short-randomizer"], 160), (["--scheme", "ou"], 160),
+                                         (["--scheme", "ou", "--full-randomizer"], 384)])
+def test_the_report_names_the_random_exponent_length(tmp_path, capsys, flags, bits):
+    code = main(["train", "--protocol", "secureboost", "--key-bits", "768", "--insecure-key-bits", *flags,
+                 "--crypto-workers", "1", "--n-trees", "1", "--json", "--model-dir", str(tmp_path / "m")])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert f"{bits}-bit random exponents" in report["protection"]
+
+
 def test_short_keys_are_refused_without_the_flag(tmp_path, capsys):
     assert main(["train", "--protocol", "secureboost", "--key-bits", "1024", "--model-dir", str(tmp_path / "m")]) == 2
     assert "key_bits=1024 is below 2048" in capsys.readouterr().err

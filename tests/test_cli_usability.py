@@ -141,12 +141,17 @@ def test_runs_without_early_stopping_carry_no_early_stopping_fields(tmp_path, ca
     ("plain", "none", None),
     ("secureboost", "Paillier encryption", {"scheme": "paillier", "key_bits": 512}),
     ("ntee", "AES-128-GCM", {"aes_bits": 128}),
-    ("onetee", "one-time pad in Z_2^64", {"aes_bits": 128, "onetee_bins_once": False}),
+    ("onetee", "passive bins sealed to the active enclave", {"aes_bits": 128, "onetee_bins_once": True}),
     ("strict", "AES-128-GCM", {"aes_bits": 128}),
 ])
 def test_report_names_what_the_protocol_used(tmp_path, capsys, protocol, protection, options):
     report = _train_json(capsys, "--protocol", protocol, "--allow-simulated-tee", *SMALL_KEYS, *FAST,
                          "--model-dir", str(tmp_path / "m"))
+    if protocol == "onetee":
+        index_sets = _train_json(capsys, "--protocol", protocol, "--allow-simulated-tee", "--onetee-index-sets",
+                                 *SMALL_KEYS, *FAST, "--model-dir", str(tmp_path / "i"))
+        assert "one-time pad in Z_2^64" in index_sets["protection"]
+        assert index_sets["options"]["onetee_bins_once"] is False
     assert protection in report["protection"]
     if options is None:
         assert "options" not in report

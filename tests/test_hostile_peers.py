@@ -27,6 +27,7 @@ from teeboost.transport.inmemory import InMemoryChannel
 from teeboost.transport.proto.envelope_pb2 import Envelope
 
 PARAMS = BoostParams(n_trees=3, max_depth=3, subsample=0.8)
+INDEX_SETS = ProtocolOptions(onetee_bins_once=False, allow_simulated_tee=True)  # the seed paper's 1-TEE
 
 
 def hostile(monkeypatch, edit):
@@ -242,7 +243,7 @@ def test_onetee_index_sets_naming_rows_outside_the_node(monkeypatch, small_credi
 
     sealed_lie(monkeypatch, "MaskedSums", edit)
     with pytest.raises(ProtocolError, match="not the node's rows"):
-        train(small_credit, "onetee")
+        train(small_credit, "onetee", options=INDEX_SETS)
 
 
 def test_onetee_index_sets_naming_rows_beyond_the_data(monkeypatch, small_credit):
@@ -253,7 +254,7 @@ def test_onetee_index_sets_naming_rows_beyond_the_data(monkeypatch, small_credit
 
     sealed_lie(monkeypatch, "MaskedSums", edit)
     with pytest.raises(ProtocolError, match="not the node's rows"):
-        train(small_credit, "onetee")
+        train(small_credit, "onetee", options=INDEX_SETS)
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -271,7 +272,8 @@ def test_onetee_bins_once_lies(monkeypatch, small_credit, edit, match):
 
 @pytest.mark.parametrize("protocol", ["ntee", "onetee"])
 def test_replayed_sealed_record_from_an_earlier_level(monkeypatch, small_credit, protocol):
-    """The host replays what its enclave (N-TEE) or it (1-TEE) sealed one level earlier."""
+    """The host replays what its enclave (N-TEE) or it (1-TEE with index sets; a bins-once
+    passive party seals nothing per level) sealed one level earlier."""
     def edit(reply, state):
         if isinstance(reply, SealedMessage) and reply.kind != "bins":
             state.setdefault("sealed", []).append(reply)
@@ -281,7 +283,7 @@ def test_replayed_sealed_record_from_an_earlier_level(monkeypatch, small_credit,
 
     hostile(monkeypatch, edit)
     with pytest.raises((IntegrityError, ProtocolError)):
-        train(small_credit, protocol)
+        train(small_credit, protocol, options=INDEX_SETS if protocol == "onetee" else None)
 
 
 # --- transport: a reply that does not belong to the request ---

@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 
 from teeboost.config import BoostParams, ProtocolOptions
+from teeboost.core.gradients import EncodedGradients, GradientCodec
 from teeboost.core.split import SplitCriteria
 from teeboost.errors import AttestationError, ConfigError, EnclaveError, IntegrityError, ProtocolError
 from teeboost.federation import train_local
 from teeboost.protocols import enclave_messages as em
 from teeboost.protocols import ntee, onetee
 from teeboost.protocols.enclaves import ProtocolEnv, criteria_tuple, enclave_code, init_message, run_context_of
+from teeboost.protocols.partition import encode_row_sets
 from teeboost.tee.channel import ChannelInitiator, party_statement
 from teeboost.tee.code import EnclaveCode
 from teeboost.tee.identity import PartyIdentity
@@ -39,6 +41,7 @@ PARAMS = BoostParams(n_trees=2, max_depth=3)
 DEEP = BoostParams(n_trees=2, max_depth=5)
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
 BINS_ONCE = ProtocolOptions(allow_simulated_tee=True, onetee_bins_once=True)
+INDEX_SETS = ProtocolOptions(allow_simulated_tee=True, onetee_bins_once=False)  # the seed paper's 1-TEE
 TEST_PROGRAM = Path(__file__).parent / "tee" / "echo_enclave.py"
 
 
@@ -281,8 +284,8 @@ def test_ntee_passive_party_cannot_take_another_ones_slot():
         with pytest.raises(AttestationError):
             active.ecall("confirm", (1).to_bytes(4, "big") + signature2)
         with pytest.raises(EnclaveError, match="stopped after a failed ecall"):  # and it serves nothing more
-            active.ecall("gradients", serde.encode(em.GradientsIn(0, 20, 4, np.arange(4), np.ones(4, np.int64),
-                                                                  np.ones(4, np.int64))))
+            active.ecall("gradients", ntee.gradients_in(0, np.arange(4), EncodedGradients(
+                np.ones(4, np.int64), np.ones(4, np.int64), GradientCodec(20))))
 
 
 # ---------------------------------------------------------------- 4. host-chosen bin counts
@@ -318,10 +321,11 @@ def test_partition_other_than_the_winning_split_is_refused(monkeypatch, small_cr
 
     original = Announcements.add
 
-    def add(self, owner, node, left, right, parent_rows, left_rows):
-        if owner != 0 and left_rows.size > 1:
-            left_rows = left_rows[1:]  # one row moved to the other child
-        return original(self, owner, node, left, right, parent_rows, left_rows)
+    def add(self, owner, node, left, right, bits):
+        went_left = np.unpackbits(bits).astype(bool)
+        if owner != 0 and went_left.sum() > 1:
+            went_left[np.flatnonzero(went_left)[0]] = False  # one row moved to the other child
+        return original(self, owner, node, left, right, np.packbits(went_left))
 
     monkeypatch.setattr(Announcements, "add", add)
     active, passives = small_credit
@@ -462,12 +466,101 @@ def _tamper_records(monkeypatch, kind, edit):
     monkeypatch.setattr(inmemory, "answer_frame", answer)
 
 
-@pytest.mark.parametrize("protocol, kind", [("ntee", "candidates"), ("onetee", "sums")])
-def test_replayed_sealed_record_is_refused(monkeypatch, small_credit, protocol, kind):
+@pytest.mark.parametrize("protocol, kind, options", [("ntee", "candidates", SIMULATED), ("onetee", "sums", INDEX_SETS)])
+def test_replayed_sealed_record_is_refused(monkeypatch, small_credit, protocol, kind, options):
     _tamper_records(monkeypatch, kind, lambda r, s: replace(r, record=s["seen"][0].record) if len(s["seen"]) > 1 else r)
     active, passives = small_credit
     with pytest.raises(IntegrityError):
-        train_local(active, passives, PARAMS, protocol, options=SIMULATED)
+        train_local(active, passives, PARAMS, protocol, options=options)
+
+
+def _relay_records_to_passives(monkeypatch, edit):
+    """The 1-TEE active host edits the records its enclave sealed to passive parties (each
+    tree's rows, each level's partitions) on their way: ``edit(msg, state) -> msg``."""
+    original = inmemory.answer_frame
+    state: dict = {"seen": []}
+
+    def answer(handler, frame):
+        msg = serde.decode(frame)
+        if isinstance(msg, ntee.SealedMessage) and msg.kind in ("rows", "level"):
+            state["seen"].append(msg)
+            frame = serde.encode(edit(msg, state))
+        return original(handler, frame)
+
+    monkeypatch.setattr(inmemory, "answer_frame", answer)
+
+
+def _flip_last_bit(msg, state):
+    record = bytearray(msg.record)
+    record[-1] ^= 1
+    return replace(msg, record=bytes(record))
+
+
+def _replay_first_level(msg, state):
+    levels = [m for m in state["seen"] if m.kind == "level"]
+    return replace(msg, record=levels[0].record) if msg.kind == "level" and len(levels) > 1 else msg
+
+
+@pytest.mark.parametrize("edit", [_flip_last_bit, _replay_first_level], ids=["tampered", "replayed"])
+def test_onetee_records_to_passive_parties_cannot_be_altered_or_replayed(monkeypatch, small_credit, edit):
+    """Bins-once: the rows and partitions a passive party works on come from the enclave,
+    sealed; the host cannot show it others (an altered or replayed record fails to open)."""
+    _relay_records_to_passives(monkeypatch, edit)
+    active, passives = small_credit
+    with pytest.raises(ProtocolError, match="IntegrityError"):
+        train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE)
+
+
+def test_bins_once_passive_party_takes_rows_and_partitions_only_from_the_enclave(small_credit):
+    """In a bins-once run the host cannot hand a passive party rows, partitions or masked
+    gradients in the clear (to make it partition rows of the host's choosing): only records
+    its enclave sealed count."""
+    from teeboost.protocols.partition import HistogramRequest
+
+    federation = Federation()
+    honest = passive_side(federation, 1, small_credit)
+    with federation.onetee_enclave() as enclave:
+        connect_honest(enclave, honest, 1, federation.channel_open(bins_once=True))
+        empty = np.empty(0, dtype=np.int32)
+        with pytest.raises(ProtocolError, match="only from the enclave"):
+            honest.handle(HistogramRequest(0, np.zeros(1, dtype=np.int32), empty, empty, empty,
+                                           np.empty(0, dtype=np.uint8)))
+        encodings, offsets, payload = encode_row_sets([np.arange(10)], 3000)
+        with pytest.raises(ProtocolError, match="sends no masked ones"):
+            honest.handle(onetee.MaskedGradients(0, 3000, encodings, offsets, payload, np.zeros(10, np.uint64),
+                                                 np.zeros(10, np.uint64)))
+        with pytest.raises(IntegrityError):  # a record the host made up does not open
+            honest.handle(ntee.SealedMessage(0, "rows", b"\0" * 64))
+
+
+def test_onetee_records_to_passive_parties_cannot_be_swapped(monkeypatch, credit_parties):
+    """Three parties, bins-once: the host sends party 1 the level record sealed to party 2."""
+    active, (passive,) = credit_parties
+    rows = np.arange(2000)
+    from teeboost.data import PartyData
+
+    halves = [PartyData(f"passive-{i}", "test", passive.features[rows][:, cols],
+                        tuple(passive.feature_names[c] for c in cols), ids=active.take(rows).ids)
+              for i, cols in ((1, [0, 1]), (2, [2, 3, 4]))]
+    original = onetee.OneTeeActive._find_summed_in_enclave
+
+    def swap(self, nodes, node_rows):
+        real_request_all = self.channel.request_all
+
+        def swapped(requests):
+            if sorted(requests) == [1, 2] and all(m.kind == "level" for m in requests.values()):
+                requests = {1: requests[2], 2: requests[1]}
+            return real_request_all(requests)
+
+        self.channel.request_all = swapped
+        try:
+            return original(self, nodes, node_rows)
+        finally:
+            self.channel.request_all = real_request_all
+
+    monkeypatch.setattr(onetee.OneTeeActive, "_find_summed_in_enclave", swap)
+    with pytest.raises(ProtocolError, match="IntegrityError"):
+        train_local(active.take(rows), halves, PARAMS, "onetee", options=BINS_ONCE)
 
 
 def test_reordered_and_swapped_sealed_records_are_refused(monkeypatch, credit_parties):
@@ -497,7 +590,7 @@ def test_reordered_and_swapped_sealed_records_are_refused(monkeypatch, credit_pa
 
     monkeypatch.setattr(onetee.OneTeeActive, "find_splits", swap)
     with pytest.raises(IntegrityError):
-        train_local(active.take(rows), halves, PARAMS, "onetee", options=SIMULATED)
+        train_local(active.take(rows), halves, PARAMS, "onetee", options=INDEX_SETS)
 
 
 # ---------------------------------------------------------------- 9. quotes from elsewhere
@@ -582,7 +675,6 @@ def test_enclave_refuses_out_of_range_split_criteria():
 
 
 def test_a_peer_score_must_be_the_gain_of_its_promised_split():
-    from teeboost.core.gradients import GradientCodec
     from teeboost.protocols.enclave_tree import CheckedTree
 
     rows = np.arange(6)
@@ -629,7 +721,7 @@ def test_masked_gradients_altered_in_relay_are_detected_and_the_enclave_stops(mo
     monkeypatch.setattr(onetee.OneTeeActive, "close", lambda self: None)  # keep it to probe it afterwards
     active, passives = small_credit
     with pytest.raises(ProtocolError, match="altered on the way"):
-        train_local(active, passives, PARAMS, "onetee", options=SIMULATED)
+        train_local(active, passives, PARAMS, "onetee", options=INDEX_SETS)
     with pytest.raises(EnclaveError, match="stopped after a failed ecall"):
         captured["enclave"].ecall("mask", b"")
     captured["enclave"].close()

@@ -42,14 +42,42 @@ def test_secureboost_equals_plain_on_the_bundled_data(credit_parties, bundled_re
     dict(pack_gradients=True, pack_bins=False),
     dict(pack_gradients=False, pack_bins=True),
     dict(scheme="ou"),
+    dict(scheme="ou", short_randomizer=False),
+    dict(short_randomizer=True),
+    dict(precompute_randomizers=False),
     dict(crypto_workers=2),  # the process pool path
-], ids=["no-packing", "gradients-only", "bins-only", "okamoto-uchiyama", "process-pool"])
+    dict(crypto_workers=2, scheme="ou", randomizer_reserve_mb=0),
+], ids=["no-packing", "gradients-only", "bins-only", "okamoto-uchiyama", "ou-full-randomizer",
+        "paillier-short-randomizer", "no-precompute", "process-pool", "process-pool-no-reserve"])
 def test_every_optimisation_switch_gives_the_same_model(small_credit, options):
     active, passives = small_credit
     reference, _ = train_local(active, passives, PARAMS)
     model, _ = train_local(active, passives, PARAMS, "secureboost",
                            options=ProtocolOptions(**{**SMALL_KEY, **options}))
     assert federated_descriptions(model) == federated_descriptions(reference)
+
+
+def test_randomizers_computed_ahead_are_reported_apart_and_stop_after_the_last_tree(small_credit):
+    active, passives = small_credit
+    _, run = train_local(active, passives, PARAMS, "secureboost",
+                         options=ProtocolOptions(**{**SMALL_KEY, "crypto_workers": 2, "scheme": "ou"}))
+    assert {"randomizers ahead", "randomizers on demand", "encrypt"} <= set(run.phases)
+    assert run.phases["randomizers ahead"] > 0
+    _, run = train_local(active, passives, PARAMS, "secureboost",
+                         options=ProtocolOptions(**SMALL_KEY, precompute_randomizers=False))
+    assert "randomizers ahead" not in run.phases
+
+
+def test_the_reserve_prepares_no_tree_after_the_last(small_credit, monkeypatch):
+    from teeboost.crypto.reserve import RandomizerReserve
+
+    targets = []
+    real_fill = RandomizerReserve.fill
+    monkeypatch.setattr(RandomizerReserve, "fill", lambda self, target: (targets.append(target),
+                                                                         real_fill(self, target))[1])
+    active, passives = small_credit
+    train_local(active, passives, PARAMS, "secureboost", options=ProtocolOptions(**SMALL_KEY))
+    assert len(targets) == PARAMS.n_trees  # before the first tree, then after each but the last
 
 
 def test_packing_cuts_bytes(small_credit):

@@ -125,7 +125,7 @@ def test_transcript_holds_nothing_but_sealed_records_and_the_published_trees(tmp
     for record in records:
         msg = record.message
         if isinstance(msg, SealedMessage):
-            assert b"TBM1" not in msg.record
+            assert b"TBM1" not in bytes(msg.record)
             with pytest.raises(Exception):
                 serde.decode(msg.record)
 

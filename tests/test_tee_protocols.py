@@ -14,9 +14,10 @@ from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 from .helpers import federated_descriptions
 
 PARAMS = BoostParams(n_trees=3, max_depth=3)
+INDEX_SETS = ProtocolOptions(onetee_bins_once=False, allow_simulated_tee=True)  # the seed paper's 1-TEE
 VARIANTS = [("ntee", ProtocolOptions(allow_simulated_tee=True)), ("onetee", ProtocolOptions(allow_simulated_tee=True)),
-            ("onetee", ProtocolOptions(onetee_bins_once=True, allow_simulated_tee=True)), ("ntee", ProtocolOptions(aes_bits=256, allow_simulated_tee=True))]
-IDS = ["ntee", "onetee", "onetee-bins-once", "ntee-aes256"]
+            ("onetee", INDEX_SETS), ("ntee", ProtocolOptions(aes_bits=256, allow_simulated_tee=True))]
+IDS = ["ntee", "onetee", "onetee-index-sets", "ntee-aes256"]
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
 
 
@@ -76,17 +77,35 @@ def test_transcript_holds_no_passive_bin_sums_or_scores(tmp_path, small_credit, 
     # sealed records, left instance sets, routing answers
     assert received <= {"Ack", "HelloReply", "EnclaveHelloReply", "EnclaveHello", "EnclaveFinish", "EnclaveFinished",
                         "SealedMessage", "SplitReply", "RouteReply"}, received
-    sealed = [r.message for r in records if isinstance(r.message, SealedMessage) and r.message.record]
+    sealed = [r.message for r in records if isinstance(r.message, SealedMessage) and r.message.record.size]
     assert sealed
     for msg in sealed:  # opaque: not a decodable frame, no plaintext message inside
         with pytest.raises(Exception):
             serde.decode(msg.record)
-        assert b"TBM1" not in msg.record
+        assert b"TBM1" not in bytes(msg.record)
     # the only scores the active host sees are its own and the winners' (in its trees)
     notes = {type(r.message).__name__ for r in records if r.kind == NOTE}
     assert notes == {"RunNote", "GradientsNote", "TreeNote", "NodeRowsNote"}
     sent_types = {name for kind, name in kinds if kind == SENT}
     assert "PlainBeginTree" not in sent_types  # no gradients in the clear
+
+
+def test_onetee_sums_bins_once_in_its_enclave_by_default(tmp_path, small_credit):
+    """Bins-once is 1-TEE's default: each passive party seals its bins once, then receives
+    from the enclave (sealed) each tree's rows and each level's partitions and sends back
+    nothing to sum; no masked gradients and no node rows travel in the clear."""
+    assert ProtocolOptions().onetee_bins_once
+    active, passives = small_credit
+    path = tmp_path / "run.tbt"
+    train_local(active, passives, PARAMS, "onetee", options=SIMULATED, transcript=path)
+    records = list(read_transcript(path))
+    sent = [r.message for r in records if r.kind == SENT]
+    received = [r.message for r in records if r.kind == RECEIVED]
+    assert not any(type(m).__name__ in ("MaskedGradients", "HistogramRequest") for m in sent)
+    assert {m.kind for m in sent if isinstance(m, SealedMessage)} == {"bins", "rows", "level"}
+    assert [m.kind for m in received if isinstance(m, SealedMessage)] == ["bins"]  # once per run
+    levels = [m for m in sent if isinstance(m, SealedMessage) and m.kind == "level"]
+    assert len(levels) == PARAMS.n_trees * PARAMS.max_depth
 
 
 def _tamper_sealed(monkeypatch, kind):
@@ -104,12 +123,13 @@ def _tamper_sealed(monkeypatch, kind):
     monkeypatch.setattr(inmemory, "answer_frame", answer)
 
 
-@pytest.mark.parametrize("protocol, kind", [("ntee", "candidates"), ("onetee", "sums")])
-def test_tampered_sealed_record_is_refused(monkeypatch, small_credit, protocol, kind):
+@pytest.mark.parametrize("protocol, kind, options", [("ntee", "candidates", SIMULATED), ("onetee", "sums", INDEX_SETS),
+                                                     ("onetee", "bins", SIMULATED)])
+def test_tampered_sealed_record_is_refused(monkeypatch, small_credit, protocol, kind, options):
     active, passives = small_credit
     _tamper_sealed(monkeypatch, kind)
     with pytest.raises(IntegrityError):
-        train_local(active, passives, PARAMS, protocol, options=SIMULATED)
+        train_local(active, passives, PARAMS, protocol, options=options)
 
 
 def test_passive_party_refuses_an_enclave_with_unexpected_code(monkeypatch, small_credit):

@@ -3,18 +3,21 @@
 Every finished point is appended to ``results.jsonl`` in the output directory; running the
 same sweep again skips points already there (a point is identified by protocol, rows, trees,
 parties, extra features and scheme), so an interrupted hour-long sweep loses at most the
-point that was running. A point that fails is reported and retried next time.
+point that was running. A point that fails is reported and retried next time. Each point's
+peak memory is its whole process tree's (party, enclaves, workers), polled from here
+(``process_tree``).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
+
+from .process_tree import run_measured
 
 __all__ = ["Point", "plan", "run_sweep", "load_results"]
 
@@ -61,23 +64,27 @@ def run_sweep(points: list[Point], out_dir: Path, *, timeout: float = 3600.0,
                        "--rows", str(point.rows), "--n-trees", str(point.n_trees),
                        "--passive-parties", str(point.passive_parties),
                        "--extra-features", str(point.extra_features), "--scheme", point.scheme]
-            started = time.perf_counter()
-            try:
-                finished = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired:
+            with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+                measured = run_measured(command, timeout=timeout, stdout=out, stderr=err)
+                out.seek(0)
+                err.seek(0)
+                printed, complaint = out.read(), err.read()
+            if measured.timed_out:
                 print(f"teeboost bench: {point.protocol} at {point.rows} rows exceeded {timeout:g} s; skipped",
                       file=sys.stderr)
                 if on_point:
                     on_point(point, None, False)
                 continue
-            if finished.returncode != 0:
+            if measured.returncode != 0:
                 print(f"teeboost bench: {point.protocol} at {point.rows} rows failed: "
-                      f"{finished.stderr.strip()[-500:]}", file=sys.stderr)
+                      f"{complaint.strip()[-500:]}", file=sys.stderr)
                 if on_point:
                     on_point(point, None, False)
                 continue
-            entry = {"point": point.key(), **json.loads(finished.stdout),
-                     "wall_seconds_with_startup": round(time.perf_counter() - started, 2)}
+            entry = {"point": point.key(), **json.loads(printed),
+                     "peak_tree_mb": measured.peak_tree_mb, "peak_tree_rss_mb": measured.peak_tree_rss_mb,
+                     "largest_process_mb": measured.largest_process_mb, "memory_measure": measured.measure,
+                     "wall_seconds_with_startup": round(measured.seconds, 2)}
             results.write(json.dumps(entry) + "\n")
             results.flush()
             done[point.key()] = entry

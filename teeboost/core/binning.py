@@ -119,8 +119,8 @@ class FeatureBins:
         out = np.empty(raw.shape, dtype=self.dtype)
 
         def one(j: int) -> None:
-            column = raw[:, j]
-            binned = np.searchsorted(self.cuts[j], column, side="left")
+            column = np.ascontiguousarray(raw[:, j])  # one strided read, then passes over 8 bytes a value
+            binned = _count_cuts_below(self.cuts[j], column, self.dtype)
             binned[np.isnan(column)] = self.missing_bin
             out[:, j] = binned
 
@@ -136,6 +136,22 @@ class FeatureBins:
                 f"(it has {cuts.size} split points)"
             )
         return float(cuts[bin_index])
+
+
+#: Up to this many cuts, a compare-and-add pass per cut beats a binary search per value.
+_COMPARE_CUTS = 128
+
+
+def _count_cuts_below(cuts: np.ndarray, column: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """How many cuts lie strictly below each value: ``searchsorted(cuts, column, "left")``
+    (NaN counts none). For the few cuts of a feature, one branch-free vector comparison per
+    cut is several times faster than a branchy binary search per value."""
+    if cuts.size > _COMPARE_CUTS:
+        return np.searchsorted(cuts, column, side="left").astype(dtype)
+    out = np.zeros(column.shape, dtype=dtype)
+    for cut in cuts:
+        out += column > cut
+    return out
 
 
 def fit_bins(raw: np.ndarray, max_bin: int, *, categorical: np.ndarray | None = None,

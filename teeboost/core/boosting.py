@@ -155,6 +155,7 @@ class Booster:
         n_out = objective.n_outputs
         weight = row_weights(params, objective.name, labels, sample_weight)
         grower = TreeGrower(self.finder, params, n_rows)
+        self.finder.expect_trees(params.n_trees * n_out)
         if state is None:
             state = BoostState.start(objective.name, objective.base_margin(labels, weight), n_rows,
                                      params.random_state, classes,
@@ -178,18 +179,23 @@ class Booster:
             in_sample = np.zeros(n_rows, dtype=bool)
             in_sample[rows] = True
             left_out = np.flatnonzero(~in_sample)
+            del in_sample
             new_trees = []
             for output in range(n_out):
                 started = time.perf_counter()
                 tree_index = round_index * n_out + output
                 gradients = EncodedGradients.encode(g[:, output], h[:, output], rows, n_rows)
+                if output == n_out - 1:
+                    g = h = None  # every output is encoded: the float gradients need not outlive them
                 grown = grower.grow(tree_index, output, rows, gradients)
+                del gradients  # before the next tree's are encoded
                 tree = grown.tree
                 for leaf, leaf_rows in grown.leaf_rows.items():
                     margin[leaf_rows, output] += tree.value[leaf]
                 if left_out.size:
                     leaves = leaf_assignments([tree], left_out, self.train_oracle)
                     margin[left_out, output] += np.asarray(tree.value)[leaves[0]]
+                del grown  # its leaves' rows
                 ensemble.trees.append(tree)
                 new_trees.append(tree)
                 progress = TreeProgress(

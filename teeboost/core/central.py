@@ -56,12 +56,15 @@ class CentralFinder(SplitFinder):
                          if best.valid else None)
         return found
 
+    def end_tree(self):
+        self.columns.end_tree()
+
     def apply_splits(self, splits, children):
         out = []
         for split in splits:
-            record, left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
-                                              split.bin, split.default_left, self._tree)
-            out.append(AppliedSplit(record, left))
+            record, went_left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
+                                                   split.bin, split.default_left, self._tree)
+            out.append(AppliedSplit(record, went_left))
         return out
 
 

@@ -28,6 +28,7 @@ class PartyColumns:
         self.binned_by_feature = np.ascontiguousarray(binned.T)
         self.owner = owner if owner is not None else OwnerTable()
         self.histograms = HistogramBuilder(self.binned_by_feature, bins.max_bin + 1)
+        self._n_rows = self.binned_by_feature.shape[1]
 
     @property
     def n_features(self) -> int:
@@ -35,10 +36,19 @@ class PartyColumns:
 
     @property
     def n_rows(self) -> int:
-        return self.binned_by_feature.shape[1]
+        return self._n_rows
+
+    def drop_binned(self) -> None:
+        """Free the binned columns once only this party's enclave works on them (it sums and
+        splits; the host keeps cut points, records and row count)."""
+        self.binned_by_feature = None
+        self.histograms = None
 
     def begin_tree(self, gradients: EncodedGradients) -> None:
         self.histograms.begin_tree(gradients)
+
+    def end_tree(self) -> None:
+        self.histograms.end_tree()
 
     def level_histograms(self, nodes: list[int], node_rows: NodeRows) -> np.ndarray:
         return self.histograms.level(nodes, node_rows)
@@ -67,7 +77,6 @@ class PartyColumns:
         default_left: bool,
         tree_index: int,
     ) -> tuple[int, np.ndarray]:
-        """Record the split under a fresh id; return (record id, left rows)."""
+        """Record the split under a fresh id; return (record id, which of ``rows`` go left)."""
         record = self.owner.add(self.bins.record(feature, bin_index, default_left, tree_index))
-        left = rows[self.go_left_binned(rows, feature, bin_index, default_left)]
-        return record, left
+        return record, self.go_left_binned(rows, feature, bin_index, default_left)

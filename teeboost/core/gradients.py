@@ -41,7 +41,8 @@ class GradientCodec:
     @classmethod
     def for_values(cls, g: np.ndarray, h: np.ndarray, n_rows: int) -> "GradientCodec":
         """Largest precision for which a sum over ``n_rows`` encoded values cannot overflow."""
-        largest = max(float(np.max(np.abs(g), initial=0.0)), float(np.max(h, initial=0.0)))
+        # max |g| without an array of |g|
+        largest = max(float(np.max(g, initial=0.0)), -float(np.min(g, initial=0.0)), float(np.max(h, initial=0.0)))
         if not math.isfinite(largest):
             raise DataError("gradients are not finite: check the label column for inf values")
         largest = max(largest, 2.0**-30)
@@ -57,10 +58,11 @@ class GradientCodec:
             )
         return cls(frac_bits)
 
-    def encode(self, values: np.ndarray) -> np.ndarray:
-        return np.rint(np.ldexp(np.asarray(values, dtype=np.float64), self.frac_bits)).astype(
-            np.int64
-        )
+    def encode(self, values: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
+        """``overwrite``: ``values`` is a float64 scratch copy the scaling may reuse."""
+        values = np.asarray(values, dtype=np.float64)
+        scaled = np.ldexp(values, self.frac_bits, out=values if overwrite else None)
+        return np.rint(scaled, out=scaled).astype(np.int64)
 
     def decode(self, sums: np.ndarray | int) -> np.ndarray | float:
         return np.ldexp(np.asarray(sums, dtype=np.float64), -self.frac_bits)
@@ -79,11 +81,14 @@ class EncodedGradients:
         cls, g: np.ndarray, h: np.ndarray, rows: np.ndarray, n_rows: int
     ) -> "EncodedGradients":
         """Encode the sampled ``rows`` of (g, h); other rows carry zero."""
-        codec = GradientCodec.for_values(g[rows], h[rows], rows.size)
+        g_rows = np.asarray(g, dtype=np.float64)[rows]  # fresh copies: scaled in place below
+        h_rows = np.asarray(h, dtype=np.float64)[rows]
+        codec = GradientCodec.for_values(g_rows, h_rows, rows.size)
         g_int = np.zeros(n_rows, dtype=np.int64)
+        g_int[rows] = codec.encode(g_rows, overwrite=True)
+        del g_rows
         h_int = np.zeros(n_rows, dtype=np.int64)
-        g_int[rows] = codec.encode(g[rows])
-        h_int[rows] = codec.encode(h[rows])
+        h_int[rows] = codec.encode(h_rows, overwrite=True)
         return cls(g_int, h_int, codec)
 
     def totals(self, rows: np.ndarray) -> tuple[int, int]:

@@ -24,10 +24,11 @@ __all__ = ["SplitFinder", "AppliedSplit", "TreeGrower", "GrownTree"]
 
 @dataclass(frozen=True)
 class AppliedSplit:
-    """What the owner of a split returns: its record id and the left instance set."""
+    """What the owner of a split returns: its record id and the left instance set, as a
+    boolean over the node's rows in row order (True: left), which cannot name a row outside it."""
 
     record: int
-    left_rows: np.ndarray
+    went_left: np.ndarray
 
 
 class SplitFinder(ABC):
@@ -47,6 +48,10 @@ class SplitFinder(ABC):
 
     def end_tree(self) -> None:
         """The tree is complete (protocols may release per-tree state)."""
+
+    def expect_trees(self, total: int) -> None:
+        """The run grows at most ``total`` trees (tree indices below it), so work prepared
+        ahead for a next tree is not wasted after the last."""
 
     def sealed_state(self, run_id: str) -> bytes | None:
         """State only an enclave holds that a resumed run needs, sealed by that enclave
@@ -111,7 +116,7 @@ class TreeGrower:
                 for split, (left, right), result in zip(chosen, children, applied):
                     made = tree.add_split(split.node_id, split.party, result.record, split.gain)
                     assert made == (left, right)
-                    nodes.split(split.node_id, left, right, result.left_rows)
+                    nodes.split_mask(split.node_id, left, right, result.went_left)
                     tree.n_rows[left] = nodes.size(left)
                     tree.n_rows[right] = nodes.size(right)
                     tree.cover[left] = self._cover(gradients, nodes.rows(left))

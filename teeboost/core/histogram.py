@@ -14,11 +14,15 @@ import numpy as np
 
 from .gradients import EncodedGradients
 from .nodes import NodeRows
+from .packed import PackedInts
 
-__all__ = ["LevelPlan", "plan_level", "HistogramBuilder", "CHANNELS"]
+__all__ = ["LevelPlan", "plan_level", "HistogramBuilder", "CHANNELS", "ROW_BLOCK"]
 
 #: Histogram channels: sum of g, sum of h, number of rows.
 CHANNELS = 3
+
+#: Rows summed per pass: bounds the gathered gradients and bins to a few MB.
+ROW_BLOCK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,11 @@ def plan_level(requested: list[int], nodes: NodeRows, cached: set[int]) -> Level
     return LevelPlan(tuple(build), tuple(derive))
 
 
+def _weights(values: np.ndarray | PackedInts) -> np.ndarray:
+    """A block of a node's g or h as bincount weights (exact: |sum| < 2**52)."""
+    return (values.unpack() if isinstance(values, PackedInts) else values).astype(np.float64)
+
+
 class HistogramBuilder:
     """Histograms over one party's binned columns, caching one level for subtraction."""
 
@@ -65,24 +74,37 @@ class HistogramBuilder:
     def n_features(self) -> int:
         return self.bins.shape[0]
 
-    def begin_tree(self, gradients: EncodedGradients) -> None:
+    def begin_tree(self, gradients: EncodedGradients | None) -> None:
+        """This tree's gradients by dataset row; None: each node's rows carry their own
+        (g, h) as ``NodeRows`` values, so nothing is gathered."""
         self._grad = gradients
         self._cache = {}
 
-    def sum_rows(self, rows: np.ndarray) -> np.ndarray:
-        """(n_features, width, CHANNELS) int64 sums over ``rows``."""
-        assert self._grad is not None, "begin_tree first"
+    def end_tree(self) -> None:
+        """Drop the tree's gradients and cached histograms (before the next tree's arrive)."""
+        self._grad = None
+        self._cache = {}
+
+    def sum_rows(self, rows: np.ndarray, values: tuple = ()) -> np.ndarray:
+        """(n_features, width, CHANNELS) int64 sums over ``rows`` (whose g and h are ``values``,
+        arrays or ``PackedInts``, if given), a block of rows at a time: temporaries stay a few
+        MB whatever the node's size."""
+        assert values or self._grad is not None, "begin_tree first"
         out = np.zeros((self.n_features, self.width, CHANNELS), dtype=np.int64)
-        if rows.size == 0:
-            return out
-        # float64 bincount is exact: |sum| < 2**52 by the codec's choice of precision
-        g = self._grad.g[rows].astype(np.float64)
-        h = self._grad.h[rows].astype(np.float64)
-        for j in range(self.n_features):
-            b = self.bins[j, rows].astype(np.intp)  # cast once, not once per bincount
-            out[j, :, 0] = np.bincount(b, weights=g, minlength=self.width)
-            out[j, :, 1] = np.bincount(b, weights=h, minlength=self.width)
-            out[j, :, 2] = np.bincount(b, minlength=self.width)
+        for start in range(0, rows.size, ROW_BLOCK):
+            block = rows[start:start + ROW_BLOCK]
+            # float64 bincount is exact: |sum| < 2**52 by the codec's choice of precision
+            if values:
+                g = _weights(values[0][start:start + ROW_BLOCK])
+                h = _weights(values[1][start:start + ROW_BLOCK])
+            else:
+                g = self._grad.g[block].astype(np.float64)
+                h = self._grad.h[block].astype(np.float64)
+            for j in range(self.n_features):
+                b = self.bins[j, block].astype(np.intp)  # cast once, not once per bincount
+                out[j, :, 0] += np.bincount(b, weights=g, minlength=self.width).astype(np.int64)
+                out[j, :, 1] += np.bincount(b, weights=h, minlength=self.width).astype(np.int64)
+                out[j, :, 2] += np.bincount(b, minlength=self.width)
         return out
 
     def level(self, requested: list[int], nodes: NodeRows) -> np.ndarray:
@@ -90,7 +112,7 @@ class HistogramBuilder:
         plan = plan_level(requested, nodes, set(self._cache))
         computed: dict[int, np.ndarray] = {}
         for node in plan.build:
-            computed[node] = self.sum_rows(nodes.rows(node))
+            computed[node] = self.sum_rows(nodes.rows(node), () if self._grad is not None else nodes.values(node))
         for node, parent, sibling in plan.derive:
             computed[node] = self._cache[parent] - computed[sibling]
         self._cache = computed

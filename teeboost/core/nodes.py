@@ -10,24 +10,44 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ProtocolError
+from .packed import PackedInts
 
 __all__ = ["NodeRows"]
 
 
-class NodeRows:
-    """Node id -> sorted row indices, with parent/sibling links for histogram subtraction."""
+def _split_copying(array, went_left: np.ndarray, went_right: np.ndarray) -> tuple:
+    """(left part, right part) as new arrays; the parent's goes once both exist."""
+    return array[went_left], array[went_right]
 
-    def __init__(self, n_rows: int) -> None:
+
+class NodeRows:
+    """Node id -> sorted row indices, with parent/sibling links for histogram subtraction.
+
+    A split is given either as the left rows (checked to lie in the node) or as a boolean
+    over the node's rows, which cannot name a row outside it. The children take over the
+    node's rows, so only the newest level's rows are held. Arrays aligned with the rows (a
+    party's gradients of them) may travel with them: each node then holds its own."""
+
+    def __init__(self, n_rows: int, *, in_place: bool = False) -> None:
+        """``in_place``: this object owns the root's rows and values (writable, shared with
+        nothing else), so a split reorders each in place, left rows first, and the children
+        are views: a tree's arrays are never copied, only a node's worth of scratch at a time."""
         self.n_rows = n_rows
+        self.in_place = in_place
         self._rows: dict[int, np.ndarray] = {}
         self._parent: dict[int, int] = {}
         self._sibling: dict[int, int] = {}
-        self._scratch = np.zeros(n_rows, dtype=bool)
+        self._values: dict[int, tuple[np.ndarray, ...]] = {}
+        self._scratch: np.ndarray | None = None  # a flag per row, for checking left row lists
 
-    def set_root(self, rows: np.ndarray) -> None:
+    def set_root(self, rows: np.ndarray, values: tuple[np.ndarray, ...] = ()) -> None:
+        """``values``: arrays aligned with ``rows`` that split with them (``values(node)``)."""
         self._rows = {0: np.asarray(rows, dtype=np.int64)}
         self._parent = {0: -1}
         self._sibling = {0: -1}
+        if any(np.shape(v) != self._rows[0].shape for v in values):
+            raise ProtocolError("values must be aligned with the root's rows")
+        self._values = {0: tuple(values)} if values else {}
 
     def __contains__(self, node: int) -> bool:
         return node in self._rows
@@ -40,6 +60,11 @@ class NodeRows:
 
     def size(self, node: int) -> int:
         return int(self.rows(node).size)
+
+    def values(self, node: int) -> tuple[np.ndarray, ...]:
+        """The arrays that travel with the node's rows (empty if none were given)."""
+        self.rows(node)
+        return self._values.get(node, ())
 
     def parent(self, node: int) -> int:
         return self._parent[node]
@@ -63,29 +88,64 @@ class NodeRows:
         """
         parent_rows = self.rows(node)
         left_rows = np.asarray(left_rows, dtype=np.int64)
-        if left in self._rows or right in self._rows:
-            raise ProtocolError(f"children {left}/{right} of node {node} already exist")
+        self._check_children(node, left, right)
         if left_rows.size and (left_rows.min() < 0 or left_rows.max() >= self.n_rows):
             raise ProtocolError(f"left instance set of node {node} has out-of-range rows")
+        if self._scratch is None:
+            self._scratch = np.zeros(self.n_rows, dtype=bool)
         mark = self._scratch
         mark[left_rows] = True
         in_parent = mark[parent_rows]
-        n_in = int(in_parent.sum())
+        mark[left_rows] = False
+        n_in = int(np.count_nonzero(in_parent))
         if n_in != left_rows.size:
-            mark[left_rows] = False
             raise ProtocolError(
                 f"left instance set of node {node} has {left_rows.size - n_in} rows "
                 "that are not in the node (or duplicates)"
             )
-        right_rows = parent_rows[~in_parent]
-        mark[left_rows] = False
-        self._rows[left] = parent_rows[in_parent]
-        self._rows[right] = right_rows
+        return self._record(node, left, right, in_parent)
+
+    def split_mask(self, node: int, left: int, right: int, went_left: np.ndarray) -> np.ndarray:
+        """Record children of ``node`` from a boolean over its rows (True: left child);
+        returns the right child's rows."""
+        went_left = np.asarray(went_left)
+        if went_left.dtype != bool or went_left.shape != self.rows(node).shape:
+            raise ProtocolError(f"the partition of node {node} is not one boolean per row of the node")
+        self._check_children(node, left, right)
+        return self._record(node, left, right, went_left)
+
+    def _check_children(self, node: int, left: int, right: int) -> None:
+        if left in self._rows or right in self._rows or left == right:
+            raise ProtocolError(f"children {left}/{right} of node {node} already exist")
+
+    def _record(self, node: int, left: int, right: int, went_left: np.ndarray) -> np.ndarray:
+        went_right = ~went_left
+        split = self._split_in_place if self.in_place else _split_copying
+        self._rows[left], self._rows[right] = split(self._rows.pop(node), went_left, went_right)
+        if node in self._values:
+            parents, lefts, rights = list(self._values.pop(node)), [], []
+            for i in range(len(parents)):  # one array at a time: a copied parent goes once split
+                part_left, part_right = split(parents[i], went_left, went_right)
+                parents[i] = None
+                lefts.append(part_left)
+                rights.append(part_right)
+            self._values[left], self._values[right] = tuple(lefts), tuple(rights)
         self._parent[left] = self._parent[right] = node
         self._sibling[left], self._sibling[right] = right, left
-        return right_rows
+        return self._rows[right]
+
+    @staticmethod
+    def _split_in_place(array, went_left: np.ndarray, went_right: np.ndarray) -> tuple:
+        """(left part, right part) as views of ``array``, reordered left part first."""
+        items = array.items if isinstance(array, PackedInts) else array
+        n_left = int(np.count_nonzero(went_left))
+        left, right = items[went_left], items[went_right]
+        items[:n_left], items[n_left:] = left, right
+        del left, right
+        return array[:n_left], array[n_left:]
 
     def forget(self, nodes: list[int]) -> None:
         """Drop rows of nodes that will not be split again (keeps memory at one level)."""
         for node in nodes:
             self._rows.pop(node, None)
+            self._values.pop(node, None)

@@ -8,10 +8,20 @@ with L(x) = (x - 1) / p. Security rests on factoring n = p^2 q (no method is kno
 the square factor at this size; NFS on a 2048-bit n and ECM on a 683-bit p are both out of
 reach) and the p-subgroup assumption.
 
-The randomiser h^r uses r uniform of n/2 = 1024 bits, the short-exponent setting of
-Damgard-Jurik-Nielsen (IJIS 2010, section 4.1) carried over: <h> has order about 2^1365, so the
-exponent is not shortened below the length the crypto notes require. The key holder computes
-g^m and h^r modulo p^2 and q separately with fixed-base tables and joins them by the CRT.
+The randomiser h^r takes r of 2 * lambda bits (224 at 2048-bit keys, 256 at 3072: see
+``randomizer_length`` for the generic attack this length answers and why shorter is unsafe).
+<h> has order about 2^1365, hidden by the factorisation of n.
+
+The key holder encrypts as ``c = (1 + m K) h^r mod n`` with a secret K = CRT(a p mod p^2,
+0 mod q), a = -L(g^(p-1) mod p^2) mod p. Since K^2 = 0 mod n, (1 + K)^m = 1 + m K: the factor
+is g's order-p component (it decrypts to 1) with g's other components removed. Writing those
+as z = h^s (z has order prime to n, so it lies in <h>; key generation checks q does not
+divide p - 1 nor p divide q - 1), c = g^m h^(r - m s). With r uniform modulo the order of h,
+this is exactly the distribution of textbook encryptions of m; with a short r, both rest on
+the same short-exponent assumption. So encryption needs one multiplication once h^r is
+known, and h^r (the costly part, two fixed-base tables modulo p^2 and q joined by the CRT)
+does not depend on m: ``randomizers`` computes it ahead, ``encrypt_with`` uses it.
+Anyone with only the public key encrypts textbook-style (``OUPublicKey.encrypt``).
 Paillier stays the default; choose this scheme with ``scheme="ou"``.
 """
 
@@ -26,6 +36,7 @@ from gmpy2 import mpz
 from ..errors import ConfigError, ProtocolError
 from .fixed_base import FixedBaseTable, random_exponent_digits
 from .paillier import MIN_SECURE_BITS, _random_prime
+from .randomizer_length import check_randomizer_bits, randomizer_bits as default_randomizer_bits
 
 __all__ = ["OUPublicKey", "OUPrivateKey", "generate_ou_keypair"]
 
@@ -78,7 +89,9 @@ class OUPublicKey:
 
 
 class OUPrivateKey:
-    def __init__(self, public: OUPublicKey, p: int, q: int, *, window: int = 12) -> None:
+    def __init__(self, public: OUPublicKey, p: int, q: int, *, window: int = 12,
+                 randomizer_bits: int | None = None) -> None:
+        """``randomizer_bits``: length of the random exponent r (default 2 * lambda)."""
         p, q = mpz(p), mpz(q)
         if p * p * q != public.n or p == q:
             raise ConfigError("p and q do not match the public key")
@@ -88,46 +101,50 @@ class OUPrivateKey:
         l_g = (gmpy2.powmod(public.g, p - 1, self.p_square) - 1) // p
         self._l_g_inv = gmpy2.invert(l_g, p)
         self._q_inv_p2 = gmpy2.invert(q, self.p_square)
+        # K = CRT(a p mod p^2, 0 mod q): 1 + K is g's order-p component, (1 + K)^m = 1 + m K
+        a = -l_g % p
+        self._k = self._crt(a * p, mpz(0))
         self.window = window
+        self.exponent_bits = check_randomizer_bits(randomizer_bits or default_randomizer_bits("ou", public.bits),
+                                                   public.bits)
         self._tables: tuple[FixedBaseTable, ...] | None = None
-
-    @property
-    def exponent_bits(self) -> int:
-        return self.public.bits // 2
 
     def numbers(self) -> dict[str, int]:
         return {"p": int(self.p), "q": int(self.q)}
 
     def build_tables(self) -> None:
         if self._tables is None:
-            pub, bits, m_bits = self.public, self.exponent_bits, self.public.plaintext_bits
-            self._tables = (
-                FixedBaseTable(pub.h, self.p_square, bits, self.window),
-                FixedBaseTable(pub.h, self.q, bits, self.window),
-                FixedBaseTable(pub.g, self.p_square, m_bits, 8),
-                FixedBaseTable(pub.g, self.q, m_bits, 8),
-            )
+            h, bits = self.public.h, self.exponent_bits
+            self._tables = (FixedBaseTable(h, self.p_square, bits, self.window),
+                            FixedBaseTable(h, self.q, bits, self.window))
 
     def _crt(self, a_p2: mpz, a_q: mpz) -> mpz:
         """x mod n from x mod p^2 and x mod q."""
         return a_q + self.q * ((a_p2 - a_q) * self._q_inv_p2 % self.p_square)
 
-    def encrypt_many(self, plaintexts: list[int]) -> list[mpz]:
+    def randomizers(self, count: int) -> list[mpz]:
+        """``count`` fresh h^r mod n, r of ``exponent_bits`` bits (the costly part)."""
         self.build_tables()
-        h_p, h_q, g_p, g_q = self._tables
+        h_p, h_q = self._tables
+        digits = random_exponent_digits(count, self.exponent_bits, self.window)
+        return [self._crt(h_p.power(row), h_q.power(row)) for row in digits]
+
+    def encrypt_with(self, plaintexts: list[int], randomizers: list[mpz]) -> list[mpz]:
+        """(1 + m K) * h^r mod n: one multiplication per plaintext. Each randomiser must be
+        fresh from ``randomizers`` and used once."""
+        if len(randomizers) != len(plaintexts):
+            raise ConfigError(f"{len(plaintexts)} plaintexts but {len(randomizers)} randomizers")
         limit = 1 << self.public.plaintext_bits
-        digits = random_exponent_digits(len(plaintexts), self.exponent_bits, self.window)
-        p2, q = self.p_square, self.q
+        n, k = self.public.n, self._k
         out = []
-        for m, row in zip(plaintexts, digits):
+        for m, r in zip(plaintexts, randomizers):
             if not 0 <= m < limit:
                 raise ConfigError("plaintext out of range")
-            m_digits = [(m >> (8 * i)) & 0xFF for i in range((m.bit_length() + 7) // 8)]
-            gm_p, gm_q = g_p.power(m_digits), g_q.power(m_digits)
-            c_p = gm_p * h_p.power(row) % p2
-            c_q = gm_q * h_q.power(row) % q
-            out.append(self._crt(c_p, c_q))
+            out.append((1 + m * k) * r % n)
         return out
+
+    def encrypt_many(self, plaintexts: list[int]) -> list[mpz]:
+        return self.encrypt_with(plaintexts, self.randomizers(len(plaintexts)))
 
     def decrypt(self, c: mpz) -> mpz:
         self.public.check_ciphertext(c)
@@ -138,14 +155,16 @@ class OUPrivateKey:
         return [self.decrypt(c) for c in ciphertexts]
 
 
-def generate_ou_keypair(bits: int = 2048, *, insecure_key_bits: bool = False, window: int = 12) -> OUPrivateKey:
+def generate_ou_keypair(bits: int = 2048, *, insecure_key_bits: bool = False, window: int = 12,
+                        randomizer_bits: int | None = None) -> OUPrivateKey:
     if bits < MIN_SECURE_BITS and not insecure_key_bits:
         raise ConfigError(f"key_bits={bits} is below {MIN_SECURE_BITS}; smaller keys need insecure_key_bits=True")
     prime_bits = (bits + 2) // 3
     while True:
         p, q = _random_prime(prime_bits), _random_prime(bits - 2 * prime_bits)
         n = p * p * q
-        if p != q and n.bit_length() == bits:
+        # p | q - 1 or q | p - 1 would give g a component outside <h> (see the module docstring)
+        if p != q and n.bit_length() == bits and (q - 1) % p and (p - 1) % q:
             break
     p2 = p * p
     while True:
@@ -153,4 +172,4 @@ def generate_ou_keypair(bits: int = 2048, *, insecure_key_bits: bool = False, wi
         if gmpy2.gcd(g, n) == 1 and gmpy2.powmod(g, p - 1, p2) != 1:
             break
     public = OUPublicKey(n, g, gmpy2.powmod(g, n, n))
-    return OUPrivateKey(public, p, q, window=window)
+    return OUPrivateKey(public, p, q, window=window, randomizer_bits=randomizer_bits)

@@ -6,9 +6,12 @@ for a fresh uniform r in Z_n^*, addition is multiplication of ciphertexts modulo
 The key holder (the active party, who knows p and q) encrypts faster, as in Damgard,
 Jurik and Nielsen ("A generalization of Paillier's public-key system with applications to
 electronic voting", IJIS 2010, section 4.1): with h = -y^2 mod n for random y and
-h_s = h^n mod n^2 (public), the randomiser is h_s^x for x uniform of n/2 = 1024 bits,
-computed modulo p^2 and q^2 separately with fixed-base tables and joined by the CRT.
-Decryption uses the CRT (Paillier 1999, section 7). Randomness comes only from ``secrets``.
+h_s = h^n mod n^2 (public), the randomiser is h_s^x for x uniform of n/2 = 1024 bits (or, with
+``randomizer_bits``, the 2 * lambda bits of ``randomizer_length``), computed modulo p^2 and q^2
+separately with fixed-base tables and joined by the CRT. Randomisers do not depend on the
+plaintext, so they can be computed ahead (``randomizers``); encrypting with one is then a
+single multiplication (``encrypt_with``). Decryption uses the CRT (Paillier 1999, section 7).
+Randomness comes only from ``secrets``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from gmpy2 import mpz
 
 from ..errors import ConfigError, ProtocolError
 from .fixed_base import FixedBaseTable, random_exponent_digits
+from .randomizer_length import check_randomizer_bits, randomizer_bits as default_randomizer_bits
 
 __all__ = ["PaillierPublicKey", "PaillierPrivateKey", "generate_paillier_keypair", "MIN_SECURE_BITS"]
 
@@ -91,10 +95,14 @@ class PaillierPublicKey:
 class PaillierPrivateKey:
     """p, q and everything precomputed from them; builds encryption tables on demand."""
 
-    def __init__(self, public: PaillierPublicKey, p: int, q: int, *, window: int = 12) -> None:
+    def __init__(self, public: PaillierPublicKey, p: int, q: int, *, window: int = 12,
+                 randomizer_bits: int | None = None) -> None:
+        """``randomizer_bits``: length of the random exponent x (default n/2, DJN's)."""
         p, q = mpz(p), mpz(q)
         if p == q or p * q != public.n:
             raise ConfigError("p and q do not match the public key")
+        self.exponent_bits = check_randomizer_bits(randomizer_bits or default_randomizer_bits("paillier", public.bits),
+                                                   public.bits)
         self.public = public
         self.p, self.q = p, q
         self.p_square, self.q_square = p * p, q * q
@@ -113,10 +121,6 @@ class PaillierPrivateKey:
     def numbers(self) -> dict[str, int]:
         return {"p": int(self.p), "q": int(self.q)}
 
-    @property
-    def exponent_bits(self) -> int:
-        return self.public.bits // 2  # DJN: x of n/2 bits
-
     def _crt_square(self, a_p2: mpz, a_q2: mpz) -> mpz:
         """x mod n^2 from x mod p^2 and x mod q^2."""
         return a_q2 + self.q_square * ((a_p2 - a_q2) * self._q2_inv_p2 % self.p_square)
@@ -129,19 +133,24 @@ class PaillierPrivateKey:
                 FixedBaseTable(self.public.h_s, self.q_square, bits, self.window),
             )
 
-    def encrypt_many(self, plaintexts: list[int]) -> list[mpz]:
-        """Fast key-holder encryption: (1 + m n) * h_s^x, both halves modulo p^2 and q^2."""
+    def randomizers(self, count: int) -> list[mpz]:
+        """``count`` fresh h_s^x mod n^2, each half by its fixed-base table (the costly part)."""
         self.build_tables()
         table_p, table_q = self._tables
-        digits = random_exponent_digits(len(plaintexts), self.exponent_bits, self.window)
-        n, p2, q2 = self.public.n, self.p_square, self.q_square
-        out = []
-        for m, row in zip(plaintexts, digits):
-            gm = 1 + mpz(m) % n * n
-            c_p = gm * table_p.power(row) % p2
-            c_q = gm * table_q.power(row) % q2
-            out.append(self._crt_square(c_p, c_q))
-        return out
+        digits = random_exponent_digits(count, self.exponent_bits, self.window)
+        return [self._crt_square(table_p.power(row), table_q.power(row)) for row in digits]
+
+    def encrypt_with(self, plaintexts: list[int], randomizers: list[mpz]) -> list[mpz]:
+        """(1 + m n) * r mod n^2: one multiplication per plaintext. Each randomiser must be
+        fresh from ``randomizers`` and used once."""
+        if len(randomizers) != len(plaintexts):
+            raise ConfigError(f"{len(plaintexts)} plaintexts but {len(randomizers)} randomizers")
+        n, n2 = self.public.n, self.public.n_square
+        return [(1 + mpz(m) % n * n) * r % n2 for m, r in zip(plaintexts, randomizers)]
+
+    def encrypt_many(self, plaintexts: list[int]) -> list[mpz]:
+        """Fast key-holder encryption: (1 + m n) * h_s^x."""
+        return self.encrypt_with(plaintexts, self.randomizers(len(plaintexts)))
 
     def decrypt(self, c: mpz) -> mpz:
         self.public.check_ciphertext(c)
@@ -155,7 +164,7 @@ class PaillierPrivateKey:
 
 
 def generate_paillier_keypair(bits: int = 2048, *, insecure_key_bits: bool = False,
-                              window: int = 12) -> PaillierPrivateKey:
+                              window: int = 12, randomizer_bits: int | None = None) -> PaillierPrivateKey:
     """Fresh key pair with an n of exactly ``bits`` bits (p != q, both bits/2-bit primes)."""
     if bits < MIN_SECURE_BITS and not insecure_key_bits:
         raise ConfigError(
@@ -175,5 +184,5 @@ def generate_paillier_keypair(bits: int = 2048, *, insecure_key_bits: bool = Fal
             break
     h = (-(y * y)) % n
     public = PaillierPublicKey(n, gmpy2.powmod(h, n, n * n))
-    return PaillierPrivateKey(public, p, q, window=window)
+    return PaillierPrivateKey(public, p, q, window=window, randomizer_bits=randomizer_bits)
 

@@ -32,9 +32,9 @@ def default_workers() -> int:
 
 
 def _init(pool_id: str, scheme: str, public_numbers: dict[str, int], private_numbers: dict[str, int] | None,
-          window: int) -> None:
+          window: int, exponent_bits: int | None) -> None:
     if private_numbers is not None:
-        key = private_from_numbers(scheme, public_numbers, private_numbers, window)
+        key = private_from_numbers(scheme, public_numbers, private_numbers, window, exponent_bits)
         key.build_tables()
         _STATE[pool_id] = key
     else:
@@ -57,6 +57,17 @@ def _from_bytes(blob: bytes, width: int) -> list[mpz]:
 def _encrypt(pool_id: str, plaintexts: list[int]) -> bytes:
     key = _STATE[pool_id]
     return _to_bytes(key.encrypt_many(plaintexts), key.public.ciphertext_bytes)
+
+
+def _randomizers(pool_id: str, count: int) -> bytes:
+    key = _STATE[pool_id]
+    return _to_bytes(key.randomizers(count), key.public.ciphertext_bytes)
+
+
+def _encrypt_with(pool_id: str, plaintexts: list[int], randomizers: bytes) -> bytes:
+    key = _STATE[pool_id]
+    size = key.public.ciphertext_bytes
+    return _to_bytes(key.encrypt_with(plaintexts, _from_bytes(randomizers, size)), size)
 
 
 def _decrypt(pool_id: str, blob: bytes) -> list[int]:
@@ -112,7 +123,8 @@ class CryptoPool:
         self._workers: WorkerPool | None = None
         if workers > 1:
             initargs = (pool_id, self.public.scheme, self.public.numbers(),
-                        key.numbers() if private else None, getattr(key, "window", 12))
+                        key.numbers() if private else None, getattr(key, "window", 12),
+                        getattr(key, "exponent_bits", None))
             try:  # every worker builds its tables now, in parallel, once
                 self._workers = WorkerPool(workers, initializer=_init, initargs=initargs)
             except WorkerError as error:
@@ -139,11 +151,29 @@ class CryptoPool:
         edges = np.linspace(0, count, parts + 1).astype(int)
         return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
-    def encrypt(self, plaintexts: list[int]) -> np.ndarray:
-        """(len, width) uint8 ciphertexts."""
-        jobs = [(plaintexts[a:b],) for a, b in self._chunks(len(plaintexts))]
-        blob = b"".join(self._run(_encrypt, jobs))
+    def encrypt(self, plaintexts: list[int], randomizers: np.ndarray | None = None) -> np.ndarray:
+        """(len, width) uint8 ciphertexts; with ``randomizers`` (one fresh row each, from
+        ``randomizers``) only the multiplications are left to do."""
+        chunks = self._chunks(len(plaintexts))
+        if randomizers is None:
+            blob = b"".join(self._run(_encrypt, [(plaintexts[a:b],) for a, b in chunks]))
+        else:
+            if randomizers.shape != (len(plaintexts), self.width):
+                raise ProtocolError(f"{len(plaintexts)} plaintexts but randomizers of shape {randomizers.shape}")
+            jobs = [(plaintexts[a:b], randomizers[a:b].tobytes()) for a, b in chunks]
+            blob = b"".join(self._run(_encrypt_with, jobs))
         return np.frombuffer(blob, dtype=np.uint8).reshape(len(plaintexts), self.width)
+
+    def randomizers(self, count: int) -> np.ndarray:
+        """(count, width) uint8 fresh randomisers (h_s^x or h^r), the plaintext-free part of
+        encryption, spread over the workers."""
+        if count <= 0:
+            return np.zeros((0, self.width), dtype=np.uint8)
+        parts = max(1, min(self.workers, count))
+        edges = np.linspace(0, count, parts + 1).astype(int)
+        jobs = [(int(b - a),) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+        blob = b"".join(self._run(_randomizers, jobs))
+        return np.frombuffer(blob, dtype=np.uint8).reshape(count, self.width)
 
     def decrypt(self, ciphertexts: np.ndarray) -> list[int]:
         jobs = [(ciphertexts[a:b].tobytes(),) for a, b in self._chunks(len(ciphertexts), 8)]

@@ -119,6 +119,9 @@ class NotingFinder(SplitFinder):
     def end_tree(self):
         self.inner.end_tree()
 
+    def expect_trees(self, total):
+        self.inner.expect_trees(total)
+
     def sealed_state(self, run_id):
         return self.inner.sealed_state(run_id)
 

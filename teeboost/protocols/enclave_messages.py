@@ -13,9 +13,9 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "EnclaveInit", "run_context", "row_set_digest", "masked_digest", "PartyMeta", "LevelIn", "EnclaveColumns", "GradientsIn", "SealedRecords", "CandidatesIn",
-    "Chosen", "ApplyIn", "Applied", "TreeGradients", "Candidates",
-    "pack_records", "unpack_records",
+    "EnclaveInit", "run_context", "partition_digest", "masked_digest", "PartyMeta", "LevelIn", "EnclaveColumns", "SealedRecords", "CandidatesIn",
+    "Chosen", "ApplyIn", "Applied", "TreeGradients", "Candidates", "TreeRows", "OwnSplitsIn",
+    "pack_records", "record_parts", "unpack_records", "record_views",
 ]
 
 
@@ -62,9 +62,11 @@ def run_context(protocol: str, run_id: str, max_bin: int, aes_bits: int, party_k
     return digest.digest()
 
 
-def row_set_digest(rows: np.ndarray) -> bytes:
-    """SHA-256 of a row set: how a winning split's left rows are promised and then checked."""
-    return hashlib.sha256(np.ascontiguousarray(rows, dtype="<i8").tobytes()).digest()
+def partition_digest(bits: np.ndarray) -> bytes:
+    """SHA-256 of a partition as bits over the node's rows (``partition.masks_to_bits`` of
+    one node): how a winning split's left set is promised with its score and then checked
+    against the partition announced (n/8 bytes hashed, not 8 per row)."""
+    return hashlib.sha256(b"teeboost-partition-v1|" + np.ascontiguousarray(bits, dtype=np.uint8).tobytes()).digest()
 
 
 def masked_digest(tree: int, rows: np.ndarray, g: np.ndarray, h: np.ndarray) -> bytes:
@@ -73,7 +75,7 @@ def masked_digest(tree: int, rows: np.ndarray, g: np.ndarray, h: np.ndarray) -> 
     digest = hashlib.sha256(b"teeboost-masked-gradients-v1" + int(tree).to_bytes(8, "big", signed=True))
     for array in (np.ascontiguousarray(rows, dtype="<i8"), np.ascontiguousarray(g, dtype="<u8"),
                   np.ascontiguousarray(h, dtype="<u8")):
-        digest.update(array.tobytes())
+        digest.update(array)
     return digest.digest()
 
 
@@ -100,19 +102,6 @@ class EnclaveColumns:
 
 @message
 @dataclass(frozen=True)
-class GradientsIn:
-    """Host -> active enclave: this tree's gradients of the sampled rows."""
-
-    tree: int
-    frac_bits: int
-    n_rows: int
-    rows: np.ndarray = array_field("int64", 1)
-    g: np.ndarray = array_field("int64", 1)
-    h: np.ndarray = array_field("int64", 1)
-
-
-@message
-@dataclass(frozen=True)
 class SealedRecords:
     """One attested-channel record per peer party (opaque to every host)."""
 
@@ -124,7 +113,9 @@ class SealedRecords:
 @message
 @dataclass(frozen=True)
 class TreeGradients:
-    """Inside a record, active enclave -> passive enclave: compact exact gradients."""
+    """One tree's sampled rows and their exact g and h, each packed into as few bytes as the
+    tree's values need (``intcodec``): host -> active enclave, and in N-TEE the same bytes,
+    sealed, active enclave -> each passive enclave."""
 
     tree: int
     frac_bits: int
@@ -148,7 +139,7 @@ class Candidates:
     gains: np.ndarray = array_field("float64", 1)
     handles: np.ndarray = array_field("uint64", 1)
     left_sums: np.ndarray = array_field("int64", 2)  # (nodes, 3): what the split sends left
-    left_digests: np.ndarray = array_field("uint8", 2)  # (nodes, 32): SHA-256 of the rows it sends left
+    left_digests: np.ndarray = array_field("uint8", 2)  # (nodes, 32): partition_digest of what it sends left
 
 
 @message
@@ -268,6 +259,32 @@ class OneTeeChooseIn:
 
 @message
 @dataclass(frozen=True)
+class TreeRows:
+    """Inside a record, 1-TEE enclave -> passive party (bins-once): the rows of this tree. With
+    the level requests that follow (sealed too) they are all a passive party learns of a tree
+    before its own splits; the enclave sums the party's bins itself."""
+
+    tree: int
+    n_rows: int
+    row_encoding: np.ndarray = array_field("uint8", 1)
+    row_offsets: np.ndarray = array_field("int64", 1)
+    row_payload: np.ndarray = array_field("uint8", 1)
+
+
+@message
+@dataclass(frozen=True)
+class OwnSplitsIn:
+    """Host -> 1-TEE enclave (bins-once): its own best split per node of this level as the
+    (g, h, count) sums it sends left (valid False: none); the enclave computes the gains."""
+
+    tree: int
+    nodes: np.ndarray = array_field("int32", 1)
+    own_valid: np.ndarray = array_field("bool", 1)
+    own_left: np.ndarray = array_field("int64", 2)
+
+
+@message
+@dataclass(frozen=True)
 class SplitLocators:
     """Inside a record, active enclave -> winning passive party: which of its splits won."""
 
@@ -291,19 +308,30 @@ class OneTeeChosen:
 
 def pack_records(records: dict[int, bytes]) -> bytes:
     """{party: record bytes} -> one SealedRecords frame."""
+    return b"".join(record_parts(records))
+
+
+def record_parts(records: dict[int, bytes]) -> list:
+    """``pack_records`` as frame parts, for an ecall to return without joining them (a single
+    large record is then never copied inside the enclave)."""
     parties = sorted(records)
     chunks = [np.frombuffer(records[p], dtype=np.uint8) for p in parties]
     offsets = np.zeros(len(parties) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([c.size for c in chunks])
-    blob = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint8)
-    return serde.encode(SealedRecords(np.array(parties, dtype=np.int32), offsets, blob))
+    blob = chunks[0] if len(chunks) == 1 else (np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint8))
+    return serde.encode_parts(SealedRecords(np.array(parties, dtype=np.int32), offsets, blob))
 
 
 def unpack_records(frame: bytes) -> dict[int, bytes]:
     """Inverse of ``pack_records``, with its bounds checked."""
+    return {party: record.tobytes() for party, record in record_views(frame).items()}
+
+
+def record_views(frame: bytes) -> dict[int, np.ndarray]:
+    """``unpack_records`` as uint8 views of ``frame``: records to relay, not copied."""
     msg = serde.decode(frame)
     if not isinstance(msg, SealedRecords) or msg.offsets.size != msg.parties.size + 1 \
             or (msg.offsets.size and (msg.offsets[0] != 0 or msg.offsets[-1] != msg.blob.size)) \
             or np.any(np.diff(msg.offsets) < 0):
         raise ProtocolError("malformed sealed records")
-    return {int(p): msg.blob[msg.offsets[i]:msg.offsets[i + 1]].tobytes() for i, p in enumerate(msg.parties)}
+    return {int(p): msg.blob[msg.offsets[i]:msg.offsets[i + 1]] for i, p in enumerate(msg.parties)}

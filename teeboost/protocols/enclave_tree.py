@@ -7,7 +7,7 @@ enclave does not take the host's word for rows, partitions or gains:
 - a partition is accepted only for a node the enclave chose to split, only if the left set
   lies inside the node, only if its exact (g, h, count) sums equal those of the split that
   won, and, for a passive winner, only if its rows are exactly the rows that split sends left
-  (their SHA-256 was promised with the score);
+  (the SHA-256 of its bits over the node's rows was promised with the score);
 - the host's own candidates arrive as left sums; the enclave computes their gains itself from
   its own node totals with the one gain formula;
 - this level's nodes must be children created by the last accepted partitions.
@@ -17,16 +17,88 @@ gradients, and which of its own splits it claims).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from teeboost.core.gradients import GradientCodec
 from teeboost.core.nodes import NodeRows
+from teeboost.core.packed import PackedInts
 from teeboost.core.split import NodeBest, SplitCriteria, pick_global_best, split_gains
 from teeboost.errors import ProtocolError
-from teeboost.protocols.enclave_messages import row_set_digest
-from teeboost.protocols.partition import bits_to_subsets, check_rows
+from teeboost.protocols.enclave_messages import partition_digest
+from teeboost.protocols.intcodec import unpack_ints
+from teeboost.protocols.partition import bit_chunks, bits_to_masks, check_rows, decode_row_sets, row_set_size
 
 __all__ = ["CheckedTree"]
+
+
+def _spread(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """Values of ``rows`` as an int64 array over the dataset (zero elsewhere)."""
+    out = np.zeros(n_rows, dtype=np.int64)
+    out[rows] = values
+    return out
+
+
+class _NodeValues:
+    """Each current node's g and h in row order, packed as they arrived: all a partition
+    check needs when nothing else asks for row ids (N-TEE), at about 9 bytes per sampled row,
+    widened only a block at a time to be summed."""
+
+    def __init__(self, g: PackedInts, h: PackedInts) -> None:
+        self._values = {0: (g, h)}
+
+    def __contains__(self, node: int) -> bool:
+        return node in self._values
+
+    def size(self, node: int) -> int:
+        return self._get(node)[0].size
+
+    def root_totals(self) -> np.ndarray:
+        g, h = self._values[0]
+        return np.array([g.total(), h.total(), g.size], dtype=np.int64)
+
+    def left_sums(self, node: int, went_left: np.ndarray) -> np.ndarray:
+        g, h = self._get(node)
+        return np.array([g[went_left].total(), h[went_left].total(), np.count_nonzero(went_left)], dtype=np.int64)
+
+    def split(self, node: int, left: int, right: int, went_left: np.ndarray) -> None:
+        g, h = self._values.pop(node)
+        went_right = ~went_left
+        self._values[left] = (g[went_left], h[went_left])
+        self._values[right] = (g[went_right], h[went_right])
+
+    def _get(self, node: int) -> tuple[PackedInts, PackedInts]:
+        try:
+            return self._values[node]
+        except KeyError:
+            raise ProtocolError(f"node {node} is not a node of the current tree") from None
+
+
+class _NodeRows:
+    """Each current node's row ids, with g and h by dataset row (1-TEE: the enclave sums bins
+    of those rows itself)."""
+
+    def __init__(self, rows: np.ndarray, g: np.ndarray, h: np.ndarray) -> None:
+        self.g, self.h = g, h  # by dataset row, zero outside the tree's rows
+        self.nodes = NodeRows(g.size)
+        self.nodes.set_root(rows)
+
+    def __contains__(self, node: int) -> bool:
+        return node in self.nodes
+
+    def size(self, node: int) -> int:
+        return self.nodes.size(node)
+
+    def root_totals(self) -> np.ndarray:
+        return np.array([self.g.sum(), self.h.sum(), self.nodes.size(0)], dtype=np.int64)
+
+    def left_sums(self, node: int, went_left: np.ndarray) -> np.ndarray:
+        left = self.nodes.rows(node)[went_left]
+        return np.array([self.g[left].sum(), self.h[left].sum(), left.size], dtype=np.int64)
+
+    def split(self, node: int, left: int, right: int, went_left: np.ndarray) -> None:
+        self.nodes.split_mask(node, left, right, went_left)
 
 
 class CheckedTree:
@@ -35,22 +107,57 @@ class CheckedTree:
         rows = check_rows(rows, n_rows, "gradient rows")
         if g.size != rows.size or h.size != rows.size:
             raise ProtocolError("gradient vectors do not match the rows")
+        self._start(tree, _NodeRows(rows, _spread(g, rows, n_rows), _spread(h, rows, n_rows)), codec, criteria)
+
+    @classmethod
+    def from_message(cls, msg, criteria: SplitCriteria, *, with_rows: bool = True) -> "CheckedTree":
+        """A tree from the host's ``TreeGradients`` (row set, packed g and h). Without rows the
+        tree keeps only each node's g and h, packed (what N-TEE's checks need); with them, row
+        ids and g and h by dataset row, each unpacked straight into its place (one at a time)."""
+        if with_rows:
+            (rows,) = decode_row_sets(msg.row_encoding, msg.row_offsets, msg.row_payload, msg.n_rows, "gradient rows")
+            store = _NodeRows(rows, _spread(unpack_ints(msg.g, msg.width_g, rows.size), rows, msg.n_rows),
+                              _spread(unpack_ints(msg.h, msg.width_h, rows.size), rows, msg.n_rows))
+        else:  # kept packed, as views of the message
+            count = row_set_size(msg.row_encoding, msg.row_offsets, msg.row_payload, msg.n_rows, "gradient rows")
+            store = _NodeValues(PackedInts.from_buffer(msg.g, msg.width_g, count),
+                                PackedInts.from_buffer(msg.h, msg.width_h, count))
+        tree = cls.__new__(cls)
+        tree._start(msg.tree, store, GradientCodec(msg.frac_bits), criteria)
+        return tree
+
+    def _start(self, tree: int, store, codec: GradientCodec, criteria: SplitCriteria) -> None:
         self.tree = tree
         self.codec = codec
         self.criteria = criteria
-        self.g = np.zeros(n_rows, dtype=np.int64)
-        self.h = np.zeros(n_rows, dtype=np.int64)
-        self.g[rows], self.h[rows] = g, h
-        self.nodes = NodeRows(n_rows)
-        self.nodes.set_root(rows)
+        self._store = store
+        self._totals = {0: store.root_totals()}  # exact (G, H, count) per node
+        self._used = {0}  # every node id of this tree so far (split nodes' rows are dropped)
         self._open = {0}  # nodes this level may ask about
         self._level: list[int] = []
-        # node -> (winner, left sums it promised, SHA-256 of its left rows or None for the host's own)
+        # node -> (winner, left sums it promised, partition digest of its left set or None for the host's own)
         self._chosen: dict[int, tuple[int, np.ndarray, bytes | None]] = {}
 
+    @property
+    def nodes(self) -> NodeRows:
+        """Row ids of the current nodes (trees built with rows only)."""
+        return self._store.nodes
+
+    @property
+    def g(self) -> np.ndarray:
+        return self._store.g
+
+    @property
+    def h(self) -> np.ndarray:
+        return self._store.h
+
+    def size(self, node: int) -> int:
+        return self._store.size(node)
+
     def totals(self, node: int) -> np.ndarray:
-        rows = self.nodes.rows(node)
-        return np.array([self.g[rows].sum(), self.h[rows].sum(), rows.size], dtype=np.int64)
+        """Exact (G, H, count) of a node, summed once when the node was created."""
+        self._store.size(node)  # unknown nodes are refused here
+        return self._totals[node]
 
     def begin_level(self, tree: int, nodes: np.ndarray, split_nodes: np.ndarray, split_lefts: np.ndarray,
                     split_rights: np.ndarray, split_bits: np.ndarray) -> list[int]:
@@ -62,19 +169,24 @@ class CheckedTree:
             raise ProtocolError("split announcement arrays differ in length")
         if sorted(int(x) for x in split_nodes) != sorted(self._chosen):
             raise ProtocolError("the partitions announced are not those of the splits the enclave chose")
-        parents = [self.nodes.rows(int(node)) for node in split_nodes]
-        lefts = bits_to_subsets(parents, split_bits, "split announcement")
+        sizes = [self._store.size(int(node)) for node in split_nodes]
+        masks = bits_to_masks(sizes, split_bits, "split announcement")
         ids = [int(x) for x in split_lefts] + [int(x) for x in split_rights]
-        if len(set(ids)) != len(ids) or any(i in self.nodes for i in ids):
+        if len(set(ids)) != len(ids) or any(i in self._used for i in ids):
             raise ProtocolError("the announced children reuse node ids")
-        for node, left in zip(split_nodes, lefts):  # every check before any change
-            winner, promised, digest = self._chosen[int(node)]
-            actual = np.array([self.g[left].sum(), self.h[left].sum(), left.size], dtype=np.int64)
-            if not np.array_equal(actual, promised) or (digest is not None and row_set_digest(left) != digest):
+        sums = []
+        for node, went_left, bits in zip(split_nodes, masks, bit_chunks(sizes, split_bits)):
+            winner, promised, digest = self._chosen[int(node)]  # every check before any change
+            actual = self._store.left_sums(int(node), went_left)
+            if not np.array_equal(actual, promised) or (digest is not None and partition_digest(bits) != digest):
                 raise ProtocolError(f"the partition of node {int(node)} is not the split party {winner} won "
                                     "(its rows differ from the scored split)")
-        for node, left_id, right_id, left in zip(split_nodes, split_lefts, split_rights, lefts):
-            self.nodes.split(int(node), int(left_id), int(right_id), left)
+            sums.append(actual)
+        for node, left_id, right_id, went_left, left_sums in zip(split_nodes, split_lefts, split_rights, masks, sums):
+            self._store.split(int(node), int(left_id), int(right_id), went_left)
+            self._totals[int(left_id)] = left_sums
+            self._totals[int(right_id)] = self._totals[int(node)] - left_sums
+        self._used.update(ids)
         self._chosen = {}
         if n:
             self._open = set(ids)
@@ -98,10 +210,11 @@ class CheckedTree:
             out.append(NodeBest(gain, -1, -1, False))
         return out
 
-    def choose(self, candidates: list[list[tuple[int, NodeBest, np.ndarray, bytes | None]]]
+    def choose(self, candidates: list[list[tuple[int, NodeBest, np.ndarray, bytes | Callable[[], bytes] | None]]]
                ) -> tuple[np.ndarray, np.ndarray]:
         """Winner per node (-1: none) and its gain; remembers what each winner promised: left
-        sums, and for passive winners the digest of the exact left rows."""
+        sums, and for passive winners the ``partition_digest`` of its left set (or a function
+        that computes it, called for winners only)."""
         n = len(self._level)
         parties = np.full(n, -1, dtype=np.int32)
         gains = np.zeros(n, dtype=np.float64)
@@ -112,7 +225,7 @@ class CheckedTree:
                 continue
             parties[i], gains[i] = winner[0], winner[1].gain
             sums, digest = promised[winner[0]]
-            self._chosen[node] = (winner[0], np.asarray(sums, dtype=np.int64), digest)
+            self._chosen[node] = (winner[0], np.asarray(sums, dtype=np.int64), digest() if callable(digest) else digest)
         return parties, gains
 
     def check_gain(self, party: int, index: int, claimed: float, left: np.ndarray) -> NodeBest:

@@ -29,11 +29,12 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 from . import enclave_messages as em
 from .enclaves import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message, run_context_of
-from .partition import SplitReply, SplitRequest
+from .intcodec import pack_ints
+from .partition import SplitReply, SplitRequest, encode_row_sets
 from .scoring import ActiveSplitting, splits_from_winners
 
-__all__ = ["NteeActive", "NteePassive", "attest_enclaves", "EnclaveHello", "EnclaveHelloReply", "EnclaveFinish", "EnclaveFinished",
-           "SealedMessage", "own_candidates"]
+__all__ = ["NteeActive", "NteePassive", "attest_enclaves", "gradients_in", "EnclaveHello", "EnclaveHelloReply",
+           "EnclaveFinish", "EnclaveFinished", "SealedMessage", "own_candidates"]
 
 PROGRAM = "ntee_enclave.py"
 
@@ -81,11 +82,24 @@ class EnclaveFinished:
 @message
 @dataclass(frozen=True)
 class SealedMessage:
-    """An attested-channel record between enclaves, relayed by the hosts."""
+    """An attested-channel record between enclaves (or, in 1-TEE, a passive party and the
+    enclave), relayed by the hosts; decoded as a view of the frame, so a host relays a large
+    record to its enclave without copying it."""
 
     tree: int
-    kind: str  # "gradients", "level", "candidates"
-    record: bytes
+    kind: str  # "gradients", "level", "candidates", "bins", "rows", "sums"
+    record: np.ndarray = array_field("uint8", 1)  # bytes are accepted when building one
+
+
+def gradients_in(tree_index: int, rows: np.ndarray, gradients) -> bytes:
+    """The ecall payload that gives an active enclave this tree's sampled rows and their exact
+    gradients, packed (``intcodec``): in N-TEE the very bytes it then seals to each passive enclave."""
+    n_rows = gradients.g.size
+    encoding, offsets, payload = encode_row_sets([rows], n_rows)
+    width_g, g = pack_ints(gradients.g[rows])
+    width_h, h = pack_ints(gradients.h[rows])
+    return serde.encode(em.TreeGradients(tree_index, gradients.codec.frac_bits, n_rows, width_g, width_h, encoding,
+                                         offsets, payload, g, h))
 
 
 def own_candidates(columns, nodes, node_rows, codec, criteria, tree):
@@ -133,20 +147,18 @@ class NteeActive(ActiveSplitting):
         self.timer: dict[str, float] = {}
         started = time.perf_counter()
         self.enclave = attest_enclaves(PROGRAM, "ntee", channel, criteria, max_bin, env)
+        self._gradients_in: bytes | None = None  # this tree's, until the root's level request
         self.timer["enclave setup"] = time.perf_counter() - started
 
     def _send_gradients(self, tree_index, rows, gradients):
-        records = em.unpack_records(self.enclave.ecall("gradients", serde.encode(em.GradientsIn(
-            tree_index, gradients.codec.frac_bits, gradients.g.size, rows, gradients.g[rows], gradients.h[rows]))))
-        self.channel.request_all({p: SealedMessage(tree_index, "gradients", r) for p, r in records.items()})
+        # sent with the root's level request, while this host sums its own root histograms
+        self._gradients_in = gradients_in(tree_index, rows, gradients)
 
     def find_splits(self, nodes, node_rows):
         self._node_rows = node_rows
-        announced = self.announcements.for_all()
+        level = serde.encode(em.LevelIn(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_all()))
         self.announcements.clear()
-        records = em.unpack_records(self.enclave.ecall("level", serde.encode(em.LevelIn(
-            self._tree, np.array(nodes, dtype=np.int32), **announced))))
-        pending = self.channel.submit_all({p: SealedMessage(self._tree, "level", r) for p, r in records.items()})
+        pending = self._in_background(self._level_exchange, level)
         own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree)
         replies = pending.result()
         for party, reply in replies.items():
@@ -157,7 +169,20 @@ class NteeActive(ActiveSplitting):
             np.frombuffer(em.pack_records({p: r.record for p, r in replies.items()}), dtype=np.uint8)))))
         return splits_from_winners(nodes, own, chosen.parties, chosen.gains, chosen.handles)
 
+    def _level_exchange(self, level: bytes) -> dict:
+        """The enclaves' side of a level: the tree's gradients first if it just began, then
+        the checked partitions and each passive enclave's candidates."""
+        gradients, self._gradients_in = self._gradients_in, None
+        if gradients is not None:
+            records = em.record_views(self.enclave.ecall("gradients", gradients))
+            del gradients
+            self.channel.request_all({p: SealedMessage(self._tree, "gradients", r) for p, r in records.items()})
+            del records
+        records = em.record_views(self.enclave.ecall("level", level))
+        return self.channel.request_all({p: SealedMessage(self._tree, "level", r) for p, r in records.items()})
+
     def close(self) -> None:
+        self._stop_background()
         self.enclave.close()
 
 
@@ -206,6 +231,8 @@ class NteePassive:
         self.enclave.ecall("columns", serde.encode(em.EnclaveColumns(
             self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask,
             self.columns.binned_by_feature.astype(np.uint16))))
+        if self.scores:  # from here on its enclave sums and splits; this host needs no bins
+            self.columns.drop_binned()
 
     def handle(self, msg):
         if isinstance(msg, EnclaveHello):

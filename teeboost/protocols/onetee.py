@@ -2,14 +2,17 @@
 
 Setup: each passive party's host attests the active party's enclave (quote, measurement,
 freshness, key binding) and opens an AES-GCM channel to it; nothing else can read what it
-seals. Per tree the enclave masks every sampled row's fixed-point g and h with fresh uniform
-pads in Z_2^64 (the seed paper's real-valued pad does not hide; a ring pad does), the host
-sends the masked values to the passive parties. Per level each passive party sums masked
-values per node x feature x bin with wrap-around arithmetic, and seals the sums together with
-the index sets behind them (or, with ``onetee_bins_once``, sends its bin assignments once at
-setup, the same information in far fewer bytes). The enclave removes the pads, checks, scores
-all splits and releases only the winner. The active host sees sealed records, winners and
-left instance sets; the winning passive party alone learns which of its splits won.
+seals. Then, by default (``onetee_bins_once``), each passive party seals its bin of every row
+per feature to the enclave once; per tree the enclave seals each passive party the tree's rows,
+per level the partitions it did not make, and sums every party's histograms itself (in
+parallel with its host, which sums its own). With index sets instead (the seed paper's), per
+tree the enclave masks every sampled row's fixed-point g and h with fresh uniform pads in
+Z_2^64 (the paper's real-valued pad does not hide; a ring pad does), the host sends the masked
+values to the passive parties, and per level each passive party sums masked values per node x
+feature x bin with wrap-around arithmetic and seals the sums with the index sets behind them;
+the enclave removes the pads and checks. Either way the enclave scores all splits and releases
+only the winner. The active host sees sealed records, winners and left instance sets; the
+winning passive party alone learns which of its splits won.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 from . import enclave_messages as em
 from .enclaves import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message
-from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, own_candidates
+from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, gradients_in, own_candidates
 from .partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
 from .ring import ring_bincount
 from .scoring import ActiveSplitting, HistogramRequest, PassiveScoring, splits_from_winners
@@ -110,6 +113,7 @@ class OneTeeActive(ActiveSplitting):
         self._bins_held: set[int] = set()  # parties whose bin assignments the enclave holds
         self._sealed: tuple[str, bytes] | None = None
         self._locators: dict[int, bytes] = {}
+        self._gradients_in: bytes | None = None  # bins-once: this tree's, until the root's level
         self.timer["enclave setup"] = time.perf_counter() - started
 
     def _collect_bins(self) -> None:
@@ -118,14 +122,14 @@ class OneTeeActive(ActiveSplitting):
         for party in self.channel.parties:
             if party not in self._bins_held:
                 bins = self.channel.request(party, SealedMessage(-1, "bins", b""))
-                self.enclave.ecall("bins_once", party.to_bytes(4, "big") + bins.record)
+                self.enclave.ecall("bins_once", party.to_bytes(4, "big") + memoryview(bins.record))
                 self._bins_held.add(party)
 
     def sealed_state(self, run_id):
         if not self.bins_once:
             return None  # nothing but session keys, which a restarted enclave renegotiates
         if self._sealed is None or self._sealed[0] != run_id:  # the bins never change within a run
-            self._sealed = (run_id, self.enclave.ecall("checkpoint", b""))
+            self._sealed = (run_id, bytes(self.enclave.ecall("checkpoint", b"")))
         return self._sealed[1]
 
     def restore_sealed_state(self, run_id, blob):
@@ -135,16 +139,19 @@ class OneTeeActive(ActiveSplitting):
         self._bins_held = {int(p) for p in restored} & set(self.channel.parties)
 
     def _send_gradients(self, tree_index, rows, gradients):
-        if self.bins_once:
+        if self.bins_once:  # sent with the root's level, while this host sums its own root histograms
             self._collect_bins()
-        masked = serde.decode(self.enclave.ecall("mask", serde.encode(em.GradientsIn(
-            tree_index, gradients.codec.frac_bits, gradients.g.size, rows, gradients.g[rows], gradients.h[rows]))))
+            self._gradients_in = gradients_in(tree_index, rows, gradients)
+            return
+        masked = serde.decode(self.enclave.ecall("mask", gradients_in(tree_index, rows, gradients)))
         encoding, offsets, payload = encode_row_sets([rows], gradients.g.size)
         msg = MaskedGradients(tree_index, gradients.g.size, encoding, offsets, payload, masked.g, masked.h)
         self.channel.request_all({p: msg for p in self.channel.parties})
 
     def find_splits(self, nodes, node_rows):
         self._node_rows = node_rows
+        if self.bins_once:
+            return self._find_summed_in_enclave(nodes, node_rows)
         requests = {p: HistogramRequest(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_party(p))
                     for p in self.channel.parties}
         announced = self.announcements.for_all()
@@ -163,6 +170,31 @@ class OneTeeActive(ActiveSplitting):
         self._locators = em.unpack_records(chosen.records.tobytes())
         return splits_from_winners(nodes, own, chosen.parties, chosen.gains)
 
+    def _find_summed_in_enclave(self, nodes, node_rows):
+        """Bins-once: the enclave checks last level's partitions, seals each passive party its
+        level request and sums the passive parties' histograms while this host sums its own;
+        then, given this host's best splits, it names the winners."""
+        level = serde.encode(em.LevelIn(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_all()))
+        self.announcements.clear()
+        pending = self._in_background(self._level_exchange, level)
+        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree)
+        pending.result()
+        chosen = serde.decode(self.enclave.ecall("choose_own", serde.encode(em.OwnSplitsIn(
+            self._tree, np.array(nodes, dtype=np.int32), valid, left))))
+        self._locators = em.unpack_records(chosen.records.tobytes())
+        return splits_from_winners(nodes, own, chosen.parties, chosen.gains)
+
+    def _level_exchange(self, level: bytes) -> None:
+        """The enclave's side of a level: the tree's gradients first if it just began (each
+        passive party gets the tree's rows), then the level (each gets its partitions)."""
+        gradients, self._gradients_in = self._gradients_in, None
+        if gradients is not None:
+            records = em.record_views(self.enclave.ecall("gradients", gradients))
+            del gradients
+            self.channel.request_all({p: SealedMessage(self._tree, "rows", r) for p, r in records.items()})
+        records = em.record_views(self.enclave.ecall("level", level))
+        self.channel.request_all({p: SealedMessage(self._tree, "level", r) for p, r in records.items()})
+
     def _split_request(self, party, splits, children):
         record = self._locators.pop(party, None)
         if record is None:
@@ -172,6 +204,7 @@ class OneTeeActive(ActiveSplitting):
                                   np.array([c[1] for c in children], dtype=np.int32), record)
 
     def close(self) -> None:
+        self._stop_background()
         self.enclave.close()
 
 
@@ -230,14 +263,11 @@ class OneTeePassive(PassiveScoring):
             return EnclaveFinish(final, signature, channel.seal(meta))
         if self._channel is None:
             raise ProtocolError("the active party's enclave has not been attested yet")
-        if isinstance(msg, SealedMessage) and msg.kind == "bins":
-            if not self._bins_once:
-                raise ProtocolError("bin assignments were not agreed for this run")
-            frame = serde.encode(em.BinsOnce(self.columns.bins.n_value_bins.astype(np.int64),
-                                             self.columns.bins.categorical_mask,
-                                             self.columns.binned_by_feature.astype(np.uint16)))
-            return SealedMessage(-1, "bins", self._channel.seal(frame))
+        if isinstance(msg, SealedMessage):
+            return self._from_enclave(msg)
         if isinstance(msg, MaskedGradients):
+            if self._bins_once:
+                raise ProtocolError("in a bins-once run the enclave sums the gradients; it sends no masked ones")
             n_rows = self.columns.n_rows
             if msg.n_rows != n_rows:
                 raise ProtocolError(f"masked gradients for {msg.n_rows} rows; this party holds {n_rows}")
@@ -255,6 +285,34 @@ class OneTeePassive(PassiveScoring):
         if isinstance(msg, SealedSplitRequest):
             return self._sealed_split(msg)
         raise ProtocolError(f"1-TEE does not serve {type(msg).__name__}")
+
+    def handle(self, msg):
+        if self._bins_once and isinstance(msg, HistogramRequest):
+            raise ProtocolError("in a bins-once run node rows come only from the enclave, sealed")
+        return super().handle(msg)
+
+    def _from_enclave(self, msg: SealedMessage):
+        """Bins-once: the party's bins, once; then from the enclave, sealed, each tree's rows
+        and each level's partitions (nothing to sum: the enclave holds the bins)."""
+        if not self._bins_once:
+            raise ProtocolError("bin assignments were not agreed for this run")
+        if msg.kind == "bins":
+            frame = serde.encode(em.BinsOnce(self.columns.bins.n_value_bins.astype(np.int64),
+                                             self.columns.bins.categorical_mask,
+                                             self.columns.binned_by_feature.astype(np.uint16)))
+            return SealedMessage(-1, "bins", self._channel.seal(frame))
+        opened = serde.decode(self._channel.open(msg.record))
+        if msg.kind == "rows" and isinstance(opened, em.TreeRows) and opened.tree == msg.tree:
+            n_rows = self.columns.n_rows
+            if opened.n_rows != n_rows:
+                raise ProtocolError(f"the enclave's tree has {opened.n_rows} rows; this party holds {n_rows}")
+            (rows,) = decode_row_sets(opened.row_encoding, opened.row_offsets, opened.row_payload, n_rows, "tree rows")
+            self._open_tree(opened.tree, rows)
+            return Ack()
+        if msg.kind == "level" and isinstance(opened, HistogramRequest) and opened.tree == msg.tree:
+            self._enter_level(opened)
+            return Ack()
+        raise ProtocolError(f"unexpected sealed {msg.kind!r} record from the enclave")
 
     def _level(self, nodes, node_rows):
         plan = plan_level(nodes, node_rows, self._cached)

@@ -18,8 +18,8 @@ from ..transport.serde import array_field, message
 
 __all__ = [
     "SplitRequest", "SplitReply", "HistogramRequest", "Announcements",
-    "apply_announcements", "check_rows", "subsets_to_bits", "bits_to_subsets",
-    "encode_row_sets", "decode_row_sets",
+    "apply_announcements", "check_rows", "masks_to_bits", "bits_to_masks", "bits_to_subsets", "bit_chunks",
+    "encode_row_sets", "decode_row_sets", "bitmap_rows", "row_set_size",
 ]
 
 ROW_LIST, ROW_BITMAP = 0, 1
@@ -61,7 +61,7 @@ class HistogramRequest:
 @dataclass(frozen=True)
 class SplitReply:
     """Owner -> active: one record id per split, and each left instance set as a bitmask
-    over the node's rows (in row order), concatenated (see ``subsets_to_bits``)."""
+    over the node's rows (in row order), concatenated (see ``masks_to_bits``)."""
 
     tree: int
     records: np.ndarray = array_field("int64", 1)
@@ -76,54 +76,63 @@ def check_rows(rows: np.ndarray, n_rows: int, what: str) -> np.ndarray:
     return rows
 
 
-def subsets_to_bits(parents: list[np.ndarray], subsets: list[np.ndarray]) -> np.ndarray:
-    """Each subset as a bitmask over its (sorted) parent rows, byte-aligned, concatenated:
-    a left instance set costs parent/8 bytes instead of 4 bytes per row."""
-    chunks = []
-    for parent, subset in zip(parents, subsets):
-        mask = np.zeros(parent.size, dtype=bool)
-        mask[np.searchsorted(parent, subset)] = True
-        chunks.append(np.packbits(mask))
-    return np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint8)
+def masks_to_bits(masks: list[np.ndarray]) -> np.ndarray:
+    """Booleans over nodes' rows (True: left) packed to bits, byte-aligned per node and
+    concatenated: a left instance set costs parent/8 bytes instead of 4 bytes per row."""
+    chunks = [np.packbits(mask) for mask in masks]
+    return np.concatenate(chunks) if len(chunks) > 1 else (chunks[0] if chunks else np.empty(0, dtype=np.uint8))
+
+
+def bits_to_masks(sizes: list[int], bits: np.ndarray, what: str) -> list[np.ndarray]:
+    """Inverse of ``masks_to_bits`` for nodes of ``sizes`` rows; every length and padding
+    bit is checked."""
+    lengths = [(size + 7) // 8 for size in sizes]
+    if bits.size != sum(lengths):
+        raise ProtocolError(f"{what}: {bits.size} bytes of row masks for nodes needing {sum(lengths)}")
+    out, position = [], 0
+    for size, length in zip(sizes, lengths):
+        chunk = bits[position:position + length]
+        position += length
+        if size % 8 and int(chunk[-1]) & ((1 << (8 - size % 8)) - 1):
+            raise ProtocolError(f"{what}: row mask has bits beyond the node's rows")
+        out.append(np.unpackbits(chunk, count=size).view(bool))
+    return out
 
 
 def bits_to_subsets(parents: list[np.ndarray], bits: np.ndarray, what: str) -> list[np.ndarray]:
-    """Inverse of ``subsets_to_bits``; every length and padding bit is checked."""
-    sizes = [(p.size + 7) // 8 for p in parents]
-    if bits.size != sum(sizes):
-        raise ProtocolError(f"{what}: {bits.size} bytes of row masks for nodes needing {sum(sizes)}")
-    out, position = [], 0
-    for parent, size in zip(parents, sizes):
-        chunk = bits[position:position + size]
-        position += size
-        mask = np.unpackbits(chunk)
-        if mask[parent.size:].any():
-            raise ProtocolError(f"{what}: row mask has bits beyond the node's rows")
-        out.append(parent[mask[:parent.size].astype(bool)])
-    return out
+    """The left rows themselves, for readers of transcripts."""
+    masks = bits_to_masks([parent.size for parent in parents], bits, what)
+    return [parent[mask] for parent, mask in zip(parents, masks)]
+
+
+def bit_chunks(sizes: list[int], bits: np.ndarray) -> list[np.ndarray]:
+    """The per-node pieces of a ``masks_to_bits`` array (lengths checked by the caller)."""
+    offsets = np.cumsum([0] + [(size + 7) // 8 for size in sizes])
+    return [bits[offsets[i]:offsets[i + 1]] for i in range(len(sizes))]
 
 
 @dataclass
 class Announcements:
-    """Splits of the last level each passive party still has to hear about."""
+    """Splits of the last level each passive party still has to hear about, each with its
+    partition already packed (bits over the parent's rows)."""
 
-    # (owner, node, left, right, parent rows, left rows)
-    entries: list[tuple[int, int, int, int, np.ndarray, np.ndarray]]
+    # (owner, node, left, right, packed partition)
+    entries: list[tuple[int, int, int, int, np.ndarray]]
 
     def __init__(self) -> None:
         self.entries = []
 
-    def add(self, owner: int, node: int, left: int, right: int, parent_rows: np.ndarray,
-            left_rows: np.ndarray) -> None:
-        self.entries.append((owner, node, left, right, parent_rows, left_rows))
+    def add(self, owner: int, node: int, left: int, right: int, bits: np.ndarray) -> None:
+        self.entries.append((owner, node, left, right, bits))
 
     def for_party(self, party: int) -> dict[str, np.ndarray]:
         mine = [e for e in self.entries if e[0] != party]
+        chunks = [e[4] for e in mine]
         return {
             "split_nodes": np.array([e[1] for e in mine], dtype=np.int32),
             "split_lefts": np.array([e[2] for e in mine], dtype=np.int32),
             "split_rights": np.array([e[3] for e in mine], dtype=np.int32),
-            "split_bits": subsets_to_bits([e[4] for e in mine], [e[5] for e in mine]),
+            "split_bits": np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint8),
         }
 
     def for_all(self) -> dict[str, np.ndarray]:
@@ -139,10 +148,10 @@ def apply_announcements(node_rows: NodeRows, msg) -> None:
     n = msg.split_nodes.size
     if msg.split_lefts.size != n or msg.split_rights.size != n:
         raise ProtocolError("split announcement arrays differ in length")
-    parents = [node_rows.rows(int(node)) for node in msg.split_nodes]
-    groups = bits_to_subsets(parents, msg.split_bits, "split announcement")
-    for node, left, right, rows in zip(msg.split_nodes, msg.split_lefts, msg.split_rights, groups):
-        node_rows.split(int(node), int(left), int(right), rows)
+    sizes = [node_rows.size(int(node)) for node in msg.split_nodes]
+    masks = bits_to_masks(sizes, msg.split_bits, "split announcement")
+    for node, left, right, went_left in zip(msg.split_nodes, msg.split_lefts, msg.split_rights, masks):
+        node_rows.split_mask(int(node), int(left), int(right), went_left)
 
 
 def encode_row_sets(groups: list[np.ndarray], n_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -164,6 +173,28 @@ def encode_row_sets(groups: list[np.ndarray], n_rows: int) -> tuple[np.ndarray, 
     return np.array(encodings, dtype=np.uint8), offsets, payload
 
 
+def bitmap_rows(bits: np.ndarray, n_rows: int, what: str) -> np.ndarray:
+    """Rows marked in a bitmap over a dataset of ``n_rows`` (sorted, distinct by construction)."""
+    if bits.size != (n_rows + 7) // 8:
+        raise ProtocolError(f"{what}: bitmap of {bits.size} bytes for {n_rows} rows")
+    if n_rows % 8 and int(bits[-1]) & ((1 << (8 - n_rows % 8)) - 1):
+        raise ProtocolError(f"{what}: bitmap has bits beyond the dataset")
+    return np.flatnonzero(np.unpackbits(bits, count=n_rows))
+
+
+def row_set_size(encodings: np.ndarray, offsets: np.ndarray, payload: np.ndarray, n_rows: int, what: str) -> int:
+    """How many rows one encoded row set names, checked as ``decode_row_sets`` checks it, for
+    a reader that needs the count and not the rows (a bitmap is not expanded to row ids)."""
+    if encodings.size == 1 and encodings[0] == ROW_BITMAP and offsets.tolist() == [0, payload.size]:
+        if payload.size != (n_rows + 7) // 8:
+            raise ProtocolError(f"{what}: bitmap of {payload.size} bytes for {n_rows} rows")
+        if n_rows % 8 and int(payload[-1]) & ((1 << (8 - n_rows % 8)) - 1):
+            raise ProtocolError(f"{what}: bitmap has bits beyond the dataset")
+        return int(np.count_nonzero(np.unpackbits(payload)))
+    (rows,) = decode_row_sets(encodings, offsets, payload, n_rows, what)
+    return int(rows.size)
+
+
 def decode_row_sets(encodings: np.ndarray, offsets: np.ndarray, payload: np.ndarray, n_rows: int,
                     what: str) -> list[np.ndarray]:
     """Inverse of ``encode_row_sets``, with every bound checked."""
@@ -179,12 +210,7 @@ def decode_row_sets(encodings: np.ndarray, offsets: np.ndarray, payload: np.ndar
                 raise ProtocolError(f"{what}: row list of {chunk.size} bytes")
             out.append(check_rows(chunk.view("<u4"), n_rows, what))
         elif encodings[i] == ROW_BITMAP:
-            if chunk.size != (n_rows + 7) // 8:
-                raise ProtocolError(f"{what}: bitmap of {chunk.size} bytes for {n_rows} rows")
-            mask = np.unpackbits(chunk)
-            if mask[n_rows:].any():
-                raise ProtocolError(f"{what}: bitmap has bits beyond the dataset")
-            out.append(np.flatnonzero(mask[:n_rows]))
+            out.append(bitmap_rows(chunk, n_rows, what))
         else:
             raise ProtocolError(f"{what}: unknown row-set encoding {encodings[i]}")
     return out

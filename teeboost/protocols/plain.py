@@ -65,6 +65,7 @@ class PlainPassive(PassiveScoring):
         rows = check_rows(msg.rows, n_rows, "gradient rows")
         if msg.g.size != rows.size or msg.h.size != rows.size:
             raise ProtocolError("gradient vectors do not match the number of rows")
+        self.columns.end_tree()  # the last tree's gradients go before this one's are built
         g = np.zeros(n_rows, dtype=np.int64)
         h = np.zeros(n_rows, dtype=np.int64)
         g[rows], h[rows] = msg.g, msg.h

@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import ProtocolOptions
+from ..crypto.randomizer_length import randomizer_bits
 
 __all__ = ["protection_report"]
 
 _OPTIONS_READ = {
     "plain": (),
-    "secureboost": ("scheme", "key_bits", "insecure_key_bits", "pack_gradients", "pack_bins", "crypto_workers"),
+    "secureboost": ("scheme", "key_bits", "insecure_key_bits", "pack_gradients", "pack_bins", "crypto_workers",
+                    "short_randomizer", "precompute_randomizers", "randomizer_reserve_mb"),
     "ntee": ("aes_bits", "allow_simulated_tee"),
     "onetee": ("aes_bits", "onetee_bins_once", "allow_simulated_tee"),
     "strict": ("aes_bits", "allow_simulated_tee"),
@@ -33,8 +35,11 @@ def protection_report(protocol: str, options: ProtocolOptions) -> dict[str, Any]
     if protocol == "plain":
         protection = "none: gradients and histograms travel in the clear"
     elif protocol == "secureboost":
+        bits = randomizer_bits(options.scheme, options.key_bits, options.short_randomizer)
         protection = {"paillier": "Paillier", "ou": "Okamoto-Uchiyama"}[options.scheme] + \
-            f" encryption of gradients ({options.key_bits}-bit key)"
+            f" encryption of gradients ({options.key_bits}-bit key, {bits}-bit random exponents)"
+    elif protocol == "onetee" and options.onetee_bins_once:
+        protection = "passive bins sealed to the active enclave, which sums every histogram; " + _channel(options)
     elif protocol == "onetee":
         protection = "one-time pad in Z_2^64 on gradients; " + _channel(options)
     else:

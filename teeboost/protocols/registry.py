@@ -42,7 +42,8 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
         "secureboost",
         "Paillier: encrypted gradients, the active party decrypts every passive bin sum",
         lambda channel, columns, criteria, bins, categorical, params, env: secureboost.SecureBoostActive(
-            channel, columns, criteria, bins, categorical, params.max_bin, env.options, env.on_phase),
+            channel, columns, criteria, bins, categorical, params.max_bin, env.options, env.on_phase,
+            subsample=params.subsample),
         lambda columns, params, env, index: secureboost.SecureBoostPassive(columns, env.options),
     ),
     "ntee": ProtocolSpec(

@@ -13,6 +13,7 @@ A truncated, tampered or inconsistent reply is refused instead of producing a wr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,8 @@ from ..policy import Policy, PolicyRefused
 from ..parties.messages import HistogramNote
 from ..transport.base import Channel
 from .partition import (
-    Announcements, HistogramRequest, SplitReply, SplitRequest, apply_announcements, bits_to_subsets, subsets_to_bits,
+    Announcements, HistogramRequest, SplitReply, SplitRequest, apply_announcements, bit_chunks, bits_to_masks,
+    masks_to_bits,
 )
 
 __all__ = ["HistogramRequest", "ActiveScoring", "PassiveScoring", "check_histograms"]
@@ -94,6 +96,19 @@ class ActiveSplitting(SplitFinder, ABC):
         self._tree = -1
         self._gradients: EncodedGradients | None = None
         self._node_rows: NodeRows | None = None
+        self._worker: ThreadPoolExecutor | None = None
+
+    def _in_background(self, work, *args) -> Future:
+        """Run ``work`` (enclave calls, exchanges with passive parties) while this host sums its
+        own histograms; one job at a time, in order."""
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teeboost-protocol")
+        return self._worker.submit(work, *args)
+
+    def _stop_background(self) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
 
     @property
     def codec(self) -> GradientCodec:
@@ -110,16 +125,24 @@ class ActiveSplitting(SplitFinder, ABC):
         self.columns.begin_tree(gradients)
         self._send_gradients(tree_index, rows, gradients)
 
+    def end_tree(self):
+        """The tree's gradients and rows go before the next tree's are encoded."""
+        self._gradients = None
+        self._node_rows = None
+        self.columns.end_tree()
+
     def apply_splits(self, splits, children):
         results: dict[int, AppliedSplit] = {}
+        bits: dict[int, np.ndarray] = {}
         by_party: dict[int, list[int]] = {}
         for i, split in enumerate(splits):
             by_party.setdefault(split.party, []).append(i)
         for i in by_party.pop(0, []):
             split = splits[i]
-            record, left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
-                                              split.bin, split.default_left, self._tree)
-            results[i] = AppliedSplit(record, left)
+            record, went_left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
+                                                   split.bin, split.default_left, self._tree)
+            results[i] = AppliedSplit(record, went_left)
+            bits[i] = np.packbits(went_left)
         requests = {party: self._split_request(party, [splits[i] for i in idx], [children[i] for i in idx])
                     for party, idx in by_party.items()}
         replies = self.channel.request_all(requests) if requests else {}
@@ -128,26 +151,28 @@ class ActiveSplitting(SplitFinder, ABC):
             if not isinstance(reply, SplitReply) or reply.tree != self._tree or reply.records.size != len(idx):
                 raise ProtocolError(f"party {party} did not return one record per split")
             parents = [self._node_rows.rows(splits[i].node_id) for i in idx]
-            lefts = bits_to_subsets(parents, reply.left_bits, f"split reply of party {party}")
+            sizes = [parent.size for parent in parents]
+            masks = bits_to_masks(sizes, reply.left_bits, f"split reply of party {party}")
+            chunks = bit_chunks(sizes, reply.left_bits)
             seen = self._records_seen.setdefault(party, set())
-            for i, record, parent, left in zip(idx, reply.records, parents, lefts):
+            for i, record, parent, went_left, chunk in zip(idx, reply.records, parents, masks, chunks):
                 record = int(record)
                 if record < 0 or record in seen:
                     raise ProtocolError(f"party {party} returned split record id {record}, which is "
                                         f"{'negative' if record < 0 else 'already in use'}")
-                if not 0 < left.size < parent.size:
+                n_left = int(np.count_nonzero(went_left))
+                if not 0 < n_left < parent.size:
                     raise ProtocolError(f"party {party} split node {splits[i].node_id} into an empty child")
-                self._check_left(party, splits[i], left)
+                self._check_left(party, splits[i], parent, went_left)
                 seen.add(record)
-                results[i] = AppliedSplit(record, left)
+                results[i] = AppliedSplit(record, went_left)
+                bits[i] = chunk
         ordered = [results[i] for i in range(len(splits))]
-        for split, (left_id, right_id), result in zip(splits, children, ordered):
-            self.announcements.add(split.party, split.node_id, left_id, right_id,
-                                   self._node_rows.rows(split.node_id), result.left_rows)
+        for i, (split, (left_id, right_id)) in enumerate(zip(splits, children)):
+            self.announcements.add(split.party, split.node_id, left_id, right_id, bits[i])
         return ordered
 
-
-    def _check_left(self, party: int, split: SplitInfo, left: np.ndarray) -> None:
+    def _check_left(self, party: int, split: SplitInfo, parent: np.ndarray, went_left: np.ndarray) -> None:
         """Protocols that saw the winner's histogram check its partition against it."""
 
     def _split_request(self, party: int, splits: list[SplitInfo], children: list[tuple[int, int]]) -> Any:
@@ -174,9 +199,10 @@ class ActiveScoring(ActiveSplitting, ABC):
     def expected_shape(self, party: int, n_nodes: int) -> tuple[int, ...]:
         return (n_nodes, self.passive_bins[party].size, self.width, CHANNELS)
 
-    def _check_left(self, party: int, split: SplitInfo, left: np.ndarray) -> None:
+    def _check_left(self, party: int, split: SplitInfo, parent: np.ndarray, went_left: np.ndarray) -> None:
         """The left rows a winner reports must have the (G, H, count) its own histogram
         promised for that split: a party cannot partition differently from what it scored."""
+        left = parent[went_left]
         nodes, hist = self._level_histograms[party]
         column = hist[nodes.index(split.node_id), split.feature]  # (width, 3)
         expected = left_sums(column, split.bin, split.default_left, bool(self.passive_categorical[party][split.feature]))
@@ -258,15 +284,23 @@ class PassiveScoring(ABC):
     def handle(self, msg: Any) -> Any:
         if not isinstance(msg, (HistogramRequest, SplitRequest)):
             return self._begin_tree(msg)
+        if isinstance(msg, HistogramRequest):
+            return self._level(self._enter_level(msg), self._node_rows)
+        self._check_tree(msg)
+        return self._split(msg)
+
+    def _check_tree(self, msg: Any) -> None:
         if msg.tree != self._tree or self._node_rows is None:
             raise ProtocolError(f"{type(msg).__name__} for tree {msg.tree}, but tree {self._tree} is open")
-        if isinstance(msg, HistogramRequest):
-            apply_announcements(self._node_rows, msg)
-            nodes = [int(n) for n in msg.nodes]
-            for node in nodes:
-                self._node_rows.rows(node)  # unknown node ids are refused here
-            return self._level(nodes, self._node_rows)
-        return self._split(msg)
+
+    def _enter_level(self, msg: HistogramRequest) -> list[int]:
+        """Apply last level's announced partitions; this level's nodes (known ones only)."""
+        self._check_tree(msg)
+        apply_announcements(self._node_rows, msg)
+        nodes = [int(n) for n in msg.nodes]
+        for node in nodes:
+            self._node_rows.rows(node)  # unknown node ids are refused here
+        return nodes
 
     def _split(self, msg: SplitRequest) -> SplitReply:
         n = msg.nodes.size
@@ -274,7 +308,7 @@ class PassiveScoring(ABC):
                                          msg.handles)):
             raise ProtocolError("split request arrays differ in length")
         n_bins = self.columns.bins.n_value_bins
-        records, parents, lefts = [], [], []
+        records, masks = [], []
         for node, left_id, right_id, feature, bin_, default_left in zip(
             msg.nodes, msg.lefts, msg.rights, msg.features, msg.bins, msg.default_left
         ):
@@ -287,10 +321,9 @@ class PassiveScoring(ABC):
             if self._max_depth is not None and depth >= self._max_depth:
                 raise PolicyRefused(self._party, "max_depth", f"a split of node {int(node)} at depth {depth} would "
                                     f"grow the tree beyond depth {self._max_depth}")
-            record, left = self.columns.apply(rows, int(feature), int(bin_), bool(default_left), self._tree)
-            self._policy.check_partition(self._party, rows.size, left.size)
-            self._node_rows.split(int(node), int(left_id), int(right_id), left)
+            record, went_left = self.columns.apply(rows, int(feature), int(bin_), bool(default_left), self._tree)
+            self._policy.check_partition(self._party, rows.size, int(np.count_nonzero(went_left)))
+            self._node_rows.split_mask(int(node), int(left_id), int(right_id), went_left)
             records.append(record)
-            parents.append(rows)
-            lefts.append(left)
-        return SplitReply(self._tree, np.array(records, dtype=np.int64), subsets_to_bits(parents, lefts))
+            masks.append(went_left)
+        return SplitReply(self._tree, np.array(records, dtype=np.int64), masks_to_bits(masks))

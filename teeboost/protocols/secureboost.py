@@ -27,6 +27,7 @@ from ..core.histogram import CHANNELS, plan_level
 from ..crypto.packing import SlotLayout
 from ..crypto.schemes import generate_keypair, public_from_numbers
 from ..crypto.pool import CryptoPool, default_workers
+from ..crypto.reserve import RandomizerReserve
 from ..errors import ProtocolError
 from ..parties.messages import Ack
 from ..transport.serde import array_field, message
@@ -87,23 +88,34 @@ _SCHEME_NAMES = {"paillier": "Paillier", "ou": "Okamoto-Uchiyama"}
 
 class SecureBoostActive(ActiveScoring):
     def __init__(self, channel, columns, criteria, passive_bins, passive_categorical, max_bin, options: ProtocolOptions,
-                 on_phase: Callable[[str], None] | None = None) -> None:
+                 on_phase: Callable[[str], None] | None = None, *, subsample: float = 1.0) -> None:
         super().__init__(channel, columns, criteria, passive_bins, passive_categorical, max_bin)
         self.options = options
         self.timer = PhaseTimer()
         self._phase = on_phase or (lambda text: None)
         started = time.perf_counter()
         self._phase(f"generating {_SCHEME_NAMES.get(options.scheme, options.scheme)} keys ({options.key_bits} bits)")
-        self.key = generate_keypair(options.scheme, options.key_bits, insecure_key_bits=options.insecure_key_bits)
+        self.key = generate_keypair(options.scheme, options.key_bits, insecure_key_bits=options.insecure_key_bits,
+                                    short_randomizer=options.short_randomizer)
         self._phase("starting crypto workers")
         self.pool = CryptoPool(self.key, workers=options.crypto_workers or default_workers(),
                                pool_id=f"active-{uuid.uuid4().hex}")
         self.timer.add("key setup", started)
+        self.reserve: RandomizerReserve | None = None
+        if options.precompute_randomizers:
+            self.reserve = RandomizerReserve(self.pool, limit_bytes=options.randomizer_reserve_mb << 20,
+                                             exponent_bits=self.key.exponent_bits)
+            # the first tree's expected need: one randomiser per sampled row and slot
+            self.reserve.fill(int(columns.n_rows * min(subsample, 1.0)) * (1 if options.pack_gradients else 2))
         public = self.key.public
         numbers = json.dumps({name: hex(value) for name, value in public.numbers().items()})
         msg = PublicKeyMessage(public.scheme, numbers)
         self.channel.request_all({p: msg for p in self.channel.parties})
         self.layout: SlotLayout | None = None
+        self._total_trees: int | None = None
+
+    def expect_trees(self, total: int) -> None:
+        self._total_trees = total
 
     def _send_gradients(self, tree_index, rows, gradients):
         g, h = gradients.g[rows], gradients.h[rows]
@@ -112,7 +124,16 @@ class SecureBoostActive(ActiveScoring):
                                           pack_bins=self.options.pack_bins)
         started = time.perf_counter()
         self._phase(f"encrypting gradients for tree {tree_index + 1}")
-        ciphertexts = self.pool.encrypt(self.layout.sample_plaintexts(g, h))
+        plaintexts = self.layout.sample_plaintexts(g, h)
+        if self.reserve is None:
+            ciphertexts = self.pool.encrypt(plaintexts)
+        else:
+            randomizers = self.reserve.take(len(plaintexts))
+            with self.reserve.paused():
+                ciphertexts = self.pool.encrypt(plaintexts, randomizers)
+            del randomizers
+            if self._total_trees is None or tree_index + 1 < self._total_trees:
+                self.reserve.fill(len(plaintexts))  # the next tree's, while the passive parties sum
         self.timer.add("encrypt", started)
         layout = self.layout
         msg = EncryptedGradients(tree_index, layout.offset, layout.slot_bits, layout.pack_gradients,
@@ -139,7 +160,11 @@ class SecureBoostActive(ActiveScoring):
                                 f"of {reply.ciphertexts.shape[1]} bytes, expected {expected}")
         started = time.perf_counter()
         self._phase(f"decrypting bin sums for tree {self._tree + 1}")
-        plaintexts = self.pool.decrypt(reply.ciphertexts)  # refuses ciphertexts outside Z_{n^2}
+        if self.reserve is None:
+            plaintexts = self.pool.decrypt(reply.ciphertexts)  # refuses ciphertexts outside Z_{n^2}
+        else:
+            with self.reserve.paused():
+                plaintexts = self.pool.decrypt(reply.ciphertexts)
         self.timer.add("decrypt", started)
         values = layout.unpack(plaintexts, n_cts)
         feature_index = np.array([f for f, _ in cells])
@@ -158,6 +183,12 @@ class SecureBoostActive(ActiveScoring):
         return hist
 
     def close(self) -> None:
+        if self.reserve is not None:
+            self.reserve.close()
+            # reported apart: "ahead" ran in the background, overlapping other phases; "on
+            # demand" is the part of "encrypt" the reserve could not cover
+            self.timer["randomizers ahead"] = self.reserve.ahead_seconds
+            self.timer["randomizers on demand"] = self.reserve.on_demand_seconds
         self.pool.close()
 
 

@@ -251,7 +251,7 @@ class StrictPassive(NteePassive):
     # -- checkpoints: the records stay sealed until training ends
 
     def sealed_state(self) -> bytes | None:
-        return self.enclave.ecall("checkpoint", b"") if self._loaded and self._predictor is None else None
+        return bytes(self.enclave.ecall("checkpoint", b"")) if self._loaded and self._predictor is None else None
 
     def restore_sealed_state(self, blob: bytes, n_trees: int) -> None:
         self._restore = (blob, n_trees)

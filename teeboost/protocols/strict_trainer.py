@@ -297,7 +297,7 @@ class ObliviousFinder(SplitFinder):
             self.routes[(split.party, int(records[k]))] = left  # one array per level, shared by its splits
             self.position_of[left_id], self.position_of[right_id] = 2 * k, 2 * k + 1
             rows = self._node_rows.rows(split.node_id)
-            applied.append(AppliedSplit(int(records[k]), rows[left[rows]]))
+            applied.append(AppliedSplit(int(records[k]), left[rows]))
         self.positions = update_positions(self.positions, self.codes)
         self.depth += 1
         self.scored = False

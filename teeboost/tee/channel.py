@@ -41,6 +41,7 @@ Attester = Callable[[bytes, bytes], bytes]  # (report_data, nonce) -> quote byte
 
 _DATA, _CLOSE = 0, 1
 _SEQ = struct.Struct(">QB")
+_TAG = 16  # AES-GCM tag bytes
 
 
 def _pack(*parts: bytes) -> bytes:
@@ -56,7 +57,7 @@ def _unpack(data: bytes, count: int) -> list[bytes]:
         position += 4
         if position + length > len(data):
             raise AttestationError()
-        parts.append(data[position:position + length])
+        parts.append(bytes(data[position:position + length]))  # from any bytes-like frame
         position += length
     if position != len(data):
         raise AttestationError()
@@ -120,10 +121,17 @@ class SecureChannel:
         header = _SEQ.pack(self._send_seq, kind)
         nonce = b"\0\0\0\0" + header[:8]
         self._send_seq += 1
-        return header + self._send.encrypt(nonce, data, header)
+        if not hasattr(self._send, "encrypt_into"):  # cryptography < 44
+            return header + self._send.encrypt(nonce, data, header)
+        record = bytearray(_SEQ.size + len(memoryview(data).cast("B")) + _TAG)
+        record[:_SEQ.size] = header
+        self._send.encrypt_into(nonce, data, header, memoryview(record)[_SEQ.size:])
+        return record
 
     def seal(self, data: bytes) -> bytes:
-        return self._record(_DATA, bytes(data))
+        """One record of ``data`` (any bytes-like object), encrypted straight into the record:
+        a bytes-like object, the one copy of a large frame."""
+        return self._record(_DATA, data)
 
     def seal_close(self) -> bytes:
         record = self._record(_CLOSE, b"")
@@ -132,14 +140,28 @@ class SecureChannel:
 
     def open(self, record: bytes) -> bytes | None:
         """Plaintext of the next record (None for the peer's close record)."""
-        if self._peer_closed or len(record) < _SEQ.size + 16:
+        return self._open(record, in_place=False)
+
+    def open_in_place(self, record: bytearray) -> memoryview | None:
+        """``open`` that decrypts the record in its own buffer (the plaintext overwrites the
+        ciphertext, whose tag was checked): a large record never exists twice. Returns a view
+        of ``record``."""
+        return self._open(record, in_place=hasattr(self._recv, "decrypt_into"))
+
+    def _open(self, record, in_place: bool):
+        if self._peer_closed or len(record) < _SEQ.size + _TAG:
             raise IntegrityError()
         seq, kind = _SEQ.unpack_from(record)
         if seq != self._recv_seq or kind not in (_DATA, _CLOSE):
             raise IntegrityError()
-        header = record[:_SEQ.size]
+        header = bytes(record[:_SEQ.size])
+        nonce, body = b"\0\0\0\0" + header[:8], memoryview(record)[_SEQ.size:]
         try:
-            data = self._recv.decrypt(b"\0\0\0\0" + header[:8], record[_SEQ.size:], header)
+            if in_place:
+                data = body[:len(body) - _TAG]
+                self._recv.decrypt_into(nonce, body, header, data)
+            else:
+                data = self._recv.decrypt(nonce, body, header)
         except InvalidTag:
             raise IntegrityError() from None
         self._recv_seq += 1

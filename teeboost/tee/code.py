@@ -11,6 +11,7 @@ changes it. Verifiers allow-list measurements, never names.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,12 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)  # where statements (imports) can be
+
+
 def _walk_runtime(tree: ast.AST):
-    """Every node except the bodies of ``if TYPE_CHECKING:`` blocks (never run)."""
+    """Every statement except those in ``if TYPE_CHECKING:`` blocks (never run); expressions
+    hold no import statements and are not descended into."""
     stack = [tree]
     while stack:
         node = stack.pop()
@@ -44,12 +49,19 @@ def _walk_runtime(tree: ast.AST):
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             stack.extend(node.orelse)
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCKS))
 
 
 def _imports(source: bytes, module: str, is_package: bool) -> set[str]:
     """Absolute teeboost module names a source file may import (including ``from x import y``
     where ``x.y`` is a module)."""
+    return {name for name in _imported_names(source, module, is_package) if _module_file(name) is not None}
+
+
+@functools.lru_cache(maxsize=1024)
+def _imported_names(source: bytes, module: str, is_package: bool) -> frozenset[str]:
+    """Every name an import statement of the source names (parsed once per distinct source:
+    each party of a run measures the same program)."""
     package = module if is_package else module.rpartition(".")[0]
     found: set[str] = set()
     for node in _walk_runtime(ast.parse(source)):
@@ -64,7 +76,7 @@ def _imports(source: bytes, module: str, is_package: bool) -> set[str]:
                 target = node.module or ""
             found.add(target)
             found.update(f"{target}.{alias.name}" for alias in node.names)
-    return {name for name in found if _module_file(name) is not None}
+    return frozenset(found)
 
 
 def import_closure(program: bytes) -> dict[str, bytes]:

@@ -1,7 +1,10 @@
 """Inside the enclave: the runtime enclave code receives, and the ecall loop.
 
 ``EnclaveRuntime`` is the only object that can quote, seal or unseal; enclave programs get it
-as the first argument of every ``ecall_<name>``. The host never can: the loop below runs only
+as the first argument of every ``ecall_<name>``, which returns bytes (or a list of bytes-like
+parts, written back to back as one reply without being joined). Its payload is bytes, or a
+bytearray it may overwrite if the function is marked ``payload_in_buffer = True`` (to decrypt a
+large record in place). The host never can: the loop below runs only
 the program's own ``ecall_`` functions, and the host's requests are length-prefixed byte
 frames (no pickle, nothing the host sends is ever executed or resolved as a name other than
 a declared entry point). After any failed ecall the enclave answers nothing more, so a host
@@ -11,6 +14,7 @@ cannot probe its checks one bit at a time. This module is measured with the prog
 
 from __future__ import annotations
 
+import io
 import os
 import traceback
 from typing import Any, Callable
@@ -66,22 +70,34 @@ class EnclaveRuntime:
         return unseal(self._sealing_secret, self.measurement, blob, context)
 
 
-def _read_exact(fd: int, size: int) -> bytes:
-    chunks = []
-    while size:
-        chunk = os.read(fd, min(size, 1 << 22))
-        if not chunk:
-            raise EOFError
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
+def _read_exact(reader: io.BufferedReader, size: int) -> bytes:
+    """``size`` bytes from the pipe. A buffered reader reads a large request straight into the
+    bytes object returned (no chunks to join, no second copy of a payload)."""
+    data = reader.read(size)
+    if len(data) != size:
+        raise EOFError
+    return data
 
 
-def _write_frame(fd: int, body: bytes) -> None:
-    view = memoryview(len(body).to_bytes(8, "big") + body)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def _read_buffer(reader: io.BufferedReader, size: int) -> bytearray:
+    """``_read_exact`` into a mutable buffer (for an entry point that decrypts in place)."""
+    buffer = bytearray(size)
+    if reader.readinto(buffer) != size:
+        raise EOFError
+    return buffer
+
+
+def _write_frame(fd: int, *parts: bytes) -> None:
+    """One length-prefixed frame written from its parts, without joining them first."""
+    pending = [memoryview(part).cast("B") for part in parts]
+    pending = [memoryview(sum(part.nbytes for part in pending).to_bytes(8, "big"))] + [p for p in pending if p.nbytes]
+    while pending:
+        written = os.writev(fd, pending)
+        while written:
+            if written >= pending[0].nbytes:
+                written -= pending.pop(0).nbytes
+            else:
+                pending[0], written = pending[0][written:], 0
 
 
 def _error(kind: str, text: str) -> bytes:
@@ -108,20 +124,25 @@ def serve(read_fd: int, write_fd: int, program: bytes, measurement: bytes, confi
         return
     _write_frame(write_fd, bytes([REPLY_READY]) + measurement)
     stopped = ""  # after a failed ecall the enclave serves nothing more: no retry loop, no oracle
+    reader = io.open(read_fd, "rb", buffering=1 << 16, closefd=False)
     while True:
         try:
-            size = int.from_bytes(_read_exact(read_fd, 8), "big")
-            body = _read_exact(read_fd, size)
+            size = int.from_bytes(_read_exact(reader, 8), "big")
+            head = _read_exact(reader, min(size, 3))  # op code, name length
+            if not head or head[0] == OP_EXIT:
+                return
+            if head[0] != OP_CALL or size < 3:
+                _read_exact(reader, size - len(head))  # the rest of the frame, unread
+                _write_frame(write_fd, _error("EnclaveError", "malformed ecall frame"))
+                continue
+            raw_name = _read_exact(reader, min(int.from_bytes(head[1:3], "big"), size - 3))
+            name = raw_name.decode("ascii", "replace")
+            handler = ecalls.get(name)
+            # the one copy the handler holds; a bytearray it may overwrite if it asks for one
+            payload = (_read_buffer if getattr(handler, "payload_in_buffer", False) else _read_exact)(
+                reader, size - 3 - len(raw_name))
         except EOFError:
             return
-        if not body or body[0] == OP_EXIT:
-            return
-        if body[0] != OP_CALL or len(body) < 3:
-            _write_frame(write_fd, _error("EnclaveError", "malformed ecall frame"))
-            continue
-        name_size = int.from_bytes(body[1:3], "big")
-        name = body[3:3 + name_size].decode("ascii", "replace")
-        handler = ecalls.get(name)
         if handler is None:
             _write_frame(write_fd, _error("EnclaveError", f"the enclave has no entry point {name!r}"))
             continue
@@ -130,8 +151,10 @@ def serve(read_fd: int, write_fd: int, program: bytes, measurement: bytes, confi
                                                           "start a new one"))
             continue
         try:
-            result = handler(runtime, body[3 + name_size:])
-            _write_frame(write_fd, bytes([REPLY_OK]) + bytes(result or b""))
+            result = handler(runtime, payload)
+            del payload
+            _write_frame(write_fd, bytes([REPLY_OK]), *(result if isinstance(result, list) else [result or b""]))
+            del result
         except TeeboostError as exc:
             kind = type(exc).__name__ if type(exc).__name__ in _NAMED_ERRORS else "EnclaveError"
             stopped = f"{name}: {kind}"

@@ -96,12 +96,19 @@ class SimulatedEnclave(Enclave):
         self._write, self._read = to_enclave_w, from_enclave_r
         self._closed = False
         bundle = encode_bundle(code.program, code.modules, code.config, str(platform.path.resolve()))
-        self._send(len(bundle).to_bytes(8, "big") + bundle, "start")
-        reply = self._receive("start", start_timeout)
-        if reply[:1] != bytes([REPLY_READY]):
-            self.close()
-            raise EnclaveError(f"simulated enclave {label!r} did not start: {_error_text(reply)}")
-        self._measurement = reply[1:]
+        self._send("start", len(bundle).to_bytes(8, "big"), bundle)
+        self._start_timeout = start_timeout
+        self._measurement: bytes | None = None  # read from the loader's ready reply on first use
+
+    def _started(self) -> bytes:
+        """Wait for the loader's ready reply (the process boots while the host works on)."""
+        if self._measurement is None:
+            reply = self._receive("start", self._start_timeout)
+            if reply[:1] != bytes([REPLY_READY]):
+                self.close()
+                raise EnclaveError(f"simulated enclave {self.label!r} did not start: {_error_text(bytes(reply))}")
+            self._measurement = bytes(reply[1:])
+        return self._measurement
 
     @property
     def pid(self) -> int | None:
@@ -109,24 +116,33 @@ class SimulatedEnclave(Enclave):
 
     @property
     def measurement(self) -> bytes:
-        return self._measurement
+        return self._started()
 
     def _gone(self, what: str) -> EnclaveError:
         code = self._process.poll()
         return EnclaveError(f"simulated enclave {self.label!r} (pid {self._process.pid}) exited with code {code} "
                             f"during {what}")
 
-    def _send(self, data: bytes, what: str) -> None:
-        view = memoryview(data)
+    def _send(self, what: str, *parts: bytes) -> None:
+        """Write the parts in order, without joining them into one copy first."""
+        pending = [view for view in (memoryview(part).cast("B") for part in parts) if view.nbytes]
         try:
-            while view:
-                view = view[os.write(self._write, view):]
+            while pending:
+                written = os.writev(self._write, pending)
+                while written:
+                    if written >= pending[0].nbytes:
+                        written -= pending.pop(0).nbytes
+                    else:
+                        pending[0], written = pending[0][written:], 0
         except (BrokenPipeError, OSError):
             raise self._gone(what) from None
 
-    def _read_exact(self, size: int, what: str, deadline: float | None) -> bytes:
-        chunks = []
-        while size:
+    def _read_exact(self, size: int, what: str, deadline: float | None) -> bytearray:
+        """``size`` bytes read straight into one buffer (no chunks to join)."""
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        got = 0
+        while got < size:
             wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
             ready, _, _ = select.select([self._read], [], [], wait)
             if not ready:
@@ -135,29 +151,36 @@ class SimulatedEnclave(Enclave):
                 if deadline is not None and time.monotonic() >= deadline:
                     raise EnclaveError(f"simulated enclave {self.label!r} did not answer {what} in time")
                 continue
-            chunk = os.read(self._read, min(size, 1 << 22))
-            if not chunk:
+            read = os.readv(self._read, [view[got:]])
+            if not read:
                 self._process.wait(timeout=5)
                 raise self._gone(what)
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
+            got += read
+        return buffer
 
     def _receive(self, what: str, timeout: float | None) -> bytes:
         deadline = None if timeout is None else time.monotonic() + timeout
         size = int.from_bytes(self._read_exact(8, what, deadline), "big")
         return self._read_exact(size, what, deadline)
 
-    def ecall(self, name: str, payload: bytes = b"", *, timeout: float | None = None) -> bytes:
+    def ecall(self, name: str, payload: bytes = b"", *, timeout: float | None = None) -> bytearray:
+        """The reply is a bytearray (bytes-like), so a large one is read into memory once."""
+        if not self._closed:
+            self._started()
         if self._closed or self._process.poll() is not None:
             raise EnclaveError(f"simulated enclave {self.label!r} is not running (exit code {self._process.poll()})")
         encoded = name.encode("ascii")
-        body = bytes([OP_CALL]) + len(encoded).to_bytes(2, "big") + encoded + bytes(payload)
-        self._send(len(body).to_bytes(8, "big") + body, f"ecall {name!r}")
-        reply = self._receive(f"ecall {name!r}", timeout)
-        if reply[:1] == bytes([REPLY_OK]):
-            return reply[1:]
-        kind, text = _split_error(reply)
+        payload = memoryview(payload).cast("B")
+        head = bytes([OP_CALL]) + len(encoded).to_bytes(2, "big") + encoded
+        self._send(f"ecall {name!r}", (len(head) + payload.nbytes).to_bytes(8, "big") + head, payload)
+        what = f"ecall {name!r}"
+        deadline = None if timeout is None else time.monotonic() + timeout
+        size = int.from_bytes(self._read_exact(8, what, deadline), "big")
+        status = self._read_exact(min(size, 1), what, deadline)
+        reply = self._read_exact(size - len(status), what, deadline)  # read once, returned as it is
+        if status == bytes([REPLY_OK]):
+            return reply
+        kind, text = _split_error(bytes(status + reply))
         raise _ERRORS.get(kind, EnclaveError)(text)
 
     def close(self) -> None:

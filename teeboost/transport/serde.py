@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ProtocolError
 
-__all__ = ["message", "array_field", "encode", "decode", "message_types", "MAX_FRAME_BYTES"]
+__all__ = ["message", "array_field", "encode", "encode_parts", "decode", "message_types", "MAX_FRAME_BYTES"]
 
 MAGIC = b"TBM1"
 _HEADER = struct.Struct("<4sI")
@@ -69,37 +69,47 @@ def message_types() -> dict[str, type]:
 
 
 def encode(msg: Any) -> bytes:
+    return b"".join(encode_parts(msg))
+
+
+def encode_parts(msg: Any) -> list:
+    """The frame of ``msg`` as its pieces in order (header, then views of the arrays' own
+    memory): written back to back they are ``encode(msg)``, for a writer that need not join them."""
     cls = type(msg)
     spec = _SPECS.get(cls)
     if spec is None:
         raise TypeError(f"{cls.__name__} is not a registered message type")
     scalars: dict[str, Any] = {}
     arrays: list[list[Any]] = []
-    blobs: list[bytes] = []
+    blobs: list[Any] = []  # views of the arrays' memory: the frame is the one copy
     offset = 0
     for name, kind, extra in spec:
         value = getattr(msg, name)
         if kind == "array":
             dtype, ndim = extra
+            if isinstance(value, (bytes, bytearray, memoryview)):  # opaque bytes in a uint8 field
+                if dtype != np.uint8 or ndim != 1:
+                    raise TypeError(f"{cls.__name__}.{name}: bytes fit only a 1-D uint8 field")
+                value = np.frombuffer(value, dtype=np.uint8)
             arr = np.ascontiguousarray(value, dtype=dtype)
             if arr.ndim != ndim:
                 raise TypeError(f"{cls.__name__}.{name}: expected {ndim}-D array, got {arr.ndim}-D")
-            raw = arr.tobytes()
-            arrays.append([name, list(arr.shape), offset, len(raw)])
+            raw = arr.reshape(-1).view(np.uint8)
+            arrays.append([name, list(arr.shape), offset, raw.size])
         elif kind == "bytes":
-            raw = bytes(value)
-            arrays.append([name, None, offset, len(raw)])
+            raw = memoryview(value).cast("B")
+            arrays.append([name, None, offset, raw.nbytes])
         else:
             scalars[name] = list(value) if kind == "list" else value
             continue
         blobs.append(raw)
-        offset += len(raw)
+        offset += arrays[-1][3]
     header = json.dumps({"t": cls.__name__, "s": scalars, "a": arrays}, separators=(",", ":"),
                         allow_nan=True).encode()
-    frame = b"".join([_HEADER.pack(MAGIC, len(header)), header, *blobs])
-    if len(frame) > MAX_FRAME_BYTES:
-        raise ProtocolError(f"{cls.__name__} frame of {len(frame)} bytes exceeds {MAX_FRAME_BYTES}")
-    return frame
+    if _HEADER.size + len(header) + offset > MAX_FRAME_BYTES:
+        raise ProtocolError(f"{cls.__name__} frame of {_HEADER.size + len(header) + offset} bytes exceeds "
+                            f"{MAX_FRAME_BYTES}")
+    return [_HEADER.pack(MAGIC, len(header)) + header, *blobs]
 
 
 def _check_scalar(type_name: str, field: str, kind: str, extra: Any, value: Any) -> Any:

@@ -14,6 +14,9 @@ from teeboost.data import split_columns
 from teeboost.federation import train_local
 
 TEE = ProtocolOptions(allow_simulated_tee=True)
+# the seed paper's 1-TEE: rows and partitions reach passive parties in the clear, so the active
+# transcript shows what they saw (bins-once, the default, seals the same to them from the enclave)
+INDEX_SETS = ProtocolOptions(allow_simulated_tee=True, onetee_bins_once=False)
 PARAMS = BoostParams(n_trees=4, max_depth=3)
 
 
@@ -38,7 +41,8 @@ def transcripts(tmp_path_factory, synthetic):
     out = {}
     for protocol in ("plain", "onetee", "ntee"):
         path = tmp_path_factory.mktemp(protocol) / "run.tbt"
-        train_local(active, passives, PARAMS, protocol, options=TEE, transcript=path)
+        train_local(active, passives, PARAMS, protocol, options=INDEX_SETS if protocol == "onetee" else TEE,
+                    transcript=path)
         out[protocol] = path
     return out
 
@@ -148,7 +152,7 @@ def test_secureboost_view_matches_onetee(tmp_path, synthetic):
     views = {}
     for protocol, options in (("secureboost", ProtocolOptions(scheme="ou", key_bits=1024, insecure_key_bits=True,
                                                               crypto_workers=1)),
-                              ("onetee", TEE)):
+                              ("onetee", INDEX_SETS)):
         path = tmp_path / f"{protocol}.tbt"
         train_local(active, passives, params, protocol, options=options, transcript=path)
         views[protocol] = read_passive_view(path, 1)

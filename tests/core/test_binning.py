@@ -65,3 +65,18 @@ def test_large_max_bin_uses_uint16():
     binned = bins.transform(raw)
     assert binned.dtype == np.uint16
     assert bins.n_value_bins[0] <= 600
+
+
+@pytest.mark.parametrize("max_bin", [16, 1000], ids=["compare-per-cut", "binary-search"])
+def test_bin_of_a_value_is_the_number_of_cuts_below_it(max_bin):
+    """Both ways of binning (a comparison per cut for few cuts, a search for many) put a
+    value equal to a cut in that cut's bin, infinities at the ends and NaN in the missing bin."""
+    rng = np.random.default_rng(2)
+    raw = rng.normal(size=(4000, 2))
+    bins = fit_bins(raw, max_bin=max_bin)
+    cuts = bins.cuts[0]
+    probe = np.concatenate([cuts, np.nextafter(cuts, np.inf), [-np.inf, np.inf, np.nan]])
+    column = np.column_stack([probe, np.zeros_like(probe)])
+    expected = np.searchsorted(cuts, probe, side="left")
+    expected[-1] = bins.missing_bin
+    assert bins.transform(column)[:, 0].tolist() == expected.tolist()

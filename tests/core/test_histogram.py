@@ -1,8 +1,10 @@
 import numpy as np
+import pytest
 
 from teeboost.core.gradients import EncodedGradients
 from teeboost.core.histogram import HistogramBuilder, plan_level
 from teeboost.core.nodes import NodeRows
+from teeboost.core.packed import PackedInts
 
 
 def brute_force(bins, rows, g, h, width):
@@ -49,3 +51,87 @@ def test_node_rows_rejects_foreign_rows():
         nodes.split(0, 1, 2, np.array([0, 11]))
     right = nodes.split(0, 1, 2, np.array([2, 6]))
     assert right.tolist() == [0, 4]
+
+
+def test_sums_in_blocks_of_rows_equal_one_pass(monkeypatch):
+    """A node larger than a block is summed a block at a time; the exact sums do not change."""
+    import teeboost.core.histogram as histogram
+
+    rng = np.random.default_rng(5)
+    n, width = 1000, 7
+    bins = rng.integers(0, width, (3, n)).astype(np.uint8)
+    g = rng.integers(-2**40, 2**40, n)
+    h = rng.integers(0, 2**40, n)
+    rows = np.flatnonzero(rng.random(n) < 0.7)
+    builder = HistogramBuilder(bins, width)
+    builder.begin_tree(EncodedGradients(g, h, None))
+    monkeypatch.setattr(histogram, "ROW_BLOCK", 64)
+    assert np.array_equal(builder.sum_rows(rows), brute_force(bins, rows, g, h, width))
+
+
+def test_a_split_node_hands_its_rows_to_its_children():
+    """Only the newest level's rows are held."""
+    from teeboost.errors import ProtocolError
+
+    nodes = NodeRows(10)
+    nodes.set_root(np.array([1, 3, 4, 7, 9]))
+    went_left = np.array([True, False, False, True, True])
+    right = nodes.split_mask(0, 1, 2, went_left)
+    assert right.tolist() == [3, 4] and nodes.rows(1).tolist() == [1, 7, 9]
+    assert 0 not in nodes
+    assert nodes.parent(1) == 0 and nodes.sibling(1) == 2 and nodes.depth(2) == 1
+    with pytest.raises(ProtocolError, match="one boolean per row"):
+        nodes.split_mask(1, 3, 4, np.array([True, False]))
+    with pytest.raises(ProtocolError, match="already exist"):
+        nodes.split_mask(1, 2, 3, np.array([True, False, True]))
+    with pytest.raises(ProtocolError, match="not a node"):
+        nodes.split_mask(0, 5, 6, went_left)  # a split node is never split again
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["int64", "packed"])
+def test_gradients_travelling_with_node_rows_give_the_same_histograms(packed):
+    """An enclave that keeps each node's (g, h) with its rows (nothing by dataset row, as int64
+    or packed as they arrived) sums the same histograms, smaller child built and sibling
+    derived, as one gathering from arrays by dataset row."""
+    rng = np.random.default_rng(7)
+    n, width = 600, 9
+    bins = rng.integers(0, width, (3, n)).astype(np.uint8)
+    g = rng.integers(-1000, 1000, n)
+    h = rng.integers(0, 1000, n)
+    rows = np.flatnonzero(rng.random(n) < 0.8)
+    by_row, carried = HistogramBuilder(bins, width), HistogramBuilder(bins, width)
+    by_row.begin_tree(EncodedGradients(g, h, None))
+    carried.begin_tree(None)
+    plain_nodes, carrying_nodes = NodeRows(n), NodeRows(n)
+    plain_nodes.set_root(rows)
+    carrying_nodes.set_root(rows, tuple(PackedInts.pack(v[rows]) if packed else v[rows] for v in (g, h)))
+    assert np.array_equal(by_row.level([0], plain_nodes), carried.level([0], carrying_nodes))
+    went_left = rng.random(rows.size) < 0.35
+    for nodes in (plain_nodes, carrying_nodes):
+        nodes.split_mask(0, 1, 2, went_left)
+    carried_g = carrying_nodes.values(1)[0]
+    assert (carried_g.unpack() if packed else carried_g).tolist() == g[carrying_nodes.rows(1)].tolist()
+    both = by_row.level([1, 2], plain_nodes)
+    assert np.array_equal(both, carried.level([1, 2], carrying_nodes))
+    assert np.array_equal(both[1], brute_force(bins, plain_nodes.rows(2), g, h, width))  # the derived sibling
+
+
+def test_splitting_in_place_gives_the_children_copying_gives():
+    """A NodeRows that owns its arrays reorders them in place (children are views, nothing is
+    copied); rows and values of every node are those a copying split gives."""
+    rng = np.random.default_rng(11)
+    rows = np.flatnonzero(rng.random(500) < 0.7)
+    g = rng.integers(-2**30, 2**30, rows.size)
+    copying, in_place = NodeRows(500), NodeRows(500, in_place=True)
+    copying.set_root(rows.copy(), (g.copy(), PackedInts.pack(g)))
+    root = rows.copy()
+    in_place.set_root(root, (g.copy(), PackedInts.pack(g)))
+    for node, (left, right) in ((0, (1, 2)), (1, (3, 4)), (2, (5, 6))):
+        went_left = rng.random(copying.size(node)) < 0.4
+        copying.split_mask(node, left, right, went_left)
+        in_place.split_mask(node, left, right, went_left)
+    for node in (3, 4, 5, 6):
+        assert in_place.rows(node).tolist() == copying.rows(node).tolist()
+        assert np.shares_memory(in_place.rows(node), root)
+        (a, b), (c, d) = in_place.values(node), copying.values(node)
+        assert a.tolist() == c.tolist() and b.unpack().tolist() == d.unpack().tolist()

@@ -15,9 +15,10 @@ import os
 
 import numpy as np
 
-from teeboost.core.gradients import EncodedGradients, GradientCodec
+from teeboost.core.gradients import GradientCodec
 from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.nodes import NodeRows
+from teeboost.core.packed import PackedInts
 from teeboost.core.split import MAX_CATEGORY_BINS, best_splits, bins_fit_counts, goes_left, left_sums, sampled_features
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
@@ -27,9 +28,8 @@ from teeboost.protocols.enclave_handshake import expect as _expect
 from teeboost.protocols.enclave_handshake import role as _role
 from teeboost.protocols.enclave_session import session
 from teeboost.protocols.enclave_tree import CheckedTree
-from teeboost.protocols.intcodec import pack_ints, unpack_ints
-from teeboost.protocols.partition import (HistogramRequest, apply_announcements, decode_row_sets, encode_row_sets,
-                                          subsets_to_bits)
+from teeboost.protocols.partition import (HistogramRequest, apply_announcements, bit_chunks, decode_row_sets,
+                                          masks_to_bits)
 from teeboost.transport import serde
 
 PROTOCOL = "ntee"
@@ -51,15 +51,11 @@ def ecall_gradients(rt, payload):
     passive enclave."""
     current = _role(rt, "active")
     current.require_all_peers()
-    msg = _expect(payload, m.GradientsIn)
-    tree = CheckedTree(msg.tree, msg.n_rows, msg.rows, msg.g, msg.h, GradientCodec(msg.frac_bits), current.criteria)
-    rt.state["tree"] = tree
-    width_g, g = pack_ints(msg.g)
-    width_h, h = pack_ints(msg.h)
-    encoding, offsets, rows_payload = encode_row_sets([tree.nodes.rows(0)], msg.n_rows)
-    frame = serde.encode(m.TreeGradients(msg.tree, msg.frac_bits, msg.n_rows, width_g, width_h, encoding, offsets,
-                                         rows_payload, g, h))
-    return _seal_all(current, {p: frame for p in current.peers})
+    msg = _expect(payload, m.TreeGradients)
+    rt.state["tree"] = None  # the last tree's arrays go before this one's arrive
+    rt.state["tree"] = CheckedTree.from_message(msg, current.criteria, with_rows=False)  # only g, h per node
+    # the passive enclaves get the very bytes this tree was built from, sealed
+    return m.record_parts({p: current.channel(p).seal(payload) for p in current.peers})
 
 
 def _tree(rt):
@@ -76,15 +72,16 @@ def ecall_level(rt, payload):
     msg = _expect(payload, m.LevelIn)
     tree = _tree(rt)
     owners = dict(rt.state.get("owners", {}))
+    sizes = [tree.size(int(node)) for node in msg.split_nodes]
     tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
+    chunks = bit_chunks(sizes, msg.split_bits)  # each partition's bits, checked by begin_level
     frames = {}
     for party in current.peers:
         keep = [i for i, node in enumerate(msg.split_nodes) if owners.get(int(node)) != party]
         frames[party] = serde.encode(HistogramRequest(
             msg.tree, msg.nodes.astype(np.int32), msg.split_nodes[keep].astype(np.int32),
             msg.split_lefts[keep].astype(np.int32), msg.split_rights[keep].astype(np.int32),
-            subsets_to_bits([tree.nodes.rows(int(msg.split_nodes[i])) for i in keep],
-                            [tree.nodes.rows(int(msg.split_lefts[i])) for i in keep])))
+            np.concatenate([chunks[i] for i in keep]) if keep else np.empty(0, dtype=np.uint8)))
     return _seal_all(current, frames)
 
 
@@ -131,6 +128,7 @@ def ecall_columns(rt, payload):
             or np.any(cols.categorical & (cols.n_value_bins > MAX_CATEGORY_BINS)) \
             or not bins_fit_counts(binned, cols.n_value_bins, current.max_bin):
         raise ProtocolError("binned columns do not match their bin counts")
+    binned = binned.astype(np.uint8 if current.max_bin <= 255 else np.uint16)  # the bins' own size, not the wire's
     rt.state.update(n_value_bins=cols.n_value_bins.copy(), categorical=cols.categorical.copy(), binned=binned,
                     builder=HistogramBuilder(binned, current.max_bin + 1))
     return b""
@@ -138,20 +136,22 @@ def ecall_columns(rt, payload):
 
 def ecall_gradients_record(rt, record):
     current = _role(rt, "passive")
-    msg = _expect(current.channel(0).open(record), m.TreeGradients)
+    rt.state["builder"].end_tree()  # the last tree's arrays go before this one's arrive
+    rt.state["nodes"] = None
+    msg = _expect(current.channel(0).open_in_place(record), m.TreeGradients)  # the values stay in ``record``
     n_rows = rt.state["binned"].shape[1]
     if msg.n_rows != n_rows:
         raise ProtocolError(f"gradients for {msg.n_rows} rows; this party holds {n_rows}")
     (rows,) = decode_row_sets(msg.row_encoding, msg.row_offsets, msg.row_payload, n_rows, "gradient rows")
-    g = np.zeros(n_rows, dtype=np.int64)
-    h = np.zeros(n_rows, dtype=np.int64)
-    g[rows] = unpack_ints(msg.g, msg.width_g, rows.size)
-    h[rows] = unpack_ints(msg.h, msg.width_h, rows.size)
-    nodes = NodeRows(n_rows)
-    nodes.set_root(rows)
+    nodes = NodeRows(n_rows, in_place=True)  # each node's g and h travel with its rows, packed as they arrived
+    nodes.set_root(rows, (PackedInts.from_buffer(msg.g, msg.width_g, rows.size),
+                          PackedInts.from_buffer(msg.h, msg.width_h, rows.size)))
     rt.state.update(tree=msg.tree, codec=GradientCodec(msg.frac_bits), nodes=nodes, handles={})
-    rt.state["builder"].begin_tree(EncodedGradients(g, h, rt.state["codec"]))
+    rt.state["builder"].begin_tree(None)
     return b""
+
+
+ecall_gradients_record.payload_in_buffer = True
 
 
 def ecall_level_record(rt, record):
@@ -177,17 +177,17 @@ def ecall_level_record(rt, record):
         if candidate.valid:
             sums[i] = left_sums(hist[i, candidate.feature], candidate.bin, candidate.default_left,
                                 bool(rt.state["categorical"][candidate.feature]))
-            digests[i] = np.frombuffer(m.row_set_digest(_left_rows(rt, node, candidate)), dtype=np.uint8)
+            digests[i] = np.frombuffer(m.partition_digest(np.packbits(_goes_left(rt, node, candidate))), dtype=np.uint8)
     rt.state["handles"] = handles
     gains = np.array([c.gain for c in best], dtype=np.float64)
     return current.channel(0).seal(serde.encode(m.Candidates(msg.tree, gains, handle_array, sums, digests)))
 
 
-def _left_rows(rt, node, candidate):
-    rows = rt.state["nodes"].rows(int(node))
-    column = rt.state["binned"][candidate.feature, rows]
-    return rows[goes_left(column, candidate.bin, candidate.default_left,
-                          bool(rt.state["categorical"][candidate.feature]), session(rt).max_bin)]
+def _goes_left(rt, node, candidate):
+    """Which rows of ``node`` the candidate sends left (a boolean over the node's rows)."""
+    column = rt.state["binned"][candidate.feature, rt.state["nodes"].rows(int(node))]
+    return goes_left(column, candidate.bin, candidate.default_left, bool(rt.state["categorical"][candidate.feature]),
+                     session(rt).max_bin)
 
 
 def ecall_apply(rt, payload):
@@ -196,19 +196,17 @@ def ecall_apply(rt, payload):
     if msg.tree != rt.state.get("tree"):
         raise ProtocolError("split request for a tree that is not open")
     nodes = rt.state["nodes"]
-    features, bins, directions, parents, lefts = [], [], [], [], []
+    features, bins, directions, masks = [], [], [], []
     for node, left_id, right_id, handle in zip(msg.nodes, msg.lefts, msg.rights, msg.handles):
         entry = rt.state["handles"].pop(int(handle), None)
         if entry is None or entry[0] != int(node) or not entry[1].valid:
             raise ProtocolError("unknown or already used split handle")
         candidate = entry[1]
-        rows = nodes.rows(int(node))
-        left = _left_rows(rt, node, candidate)
-        nodes.split(int(node), int(left_id), int(right_id), left)
+        went_left = _goes_left(rt, node, candidate)
+        nodes.split_mask(int(node), int(left_id), int(right_id), went_left)
         features.append(candidate.feature)
         bins.append(candidate.bin)
         directions.append(candidate.default_left)
-        parents.append(rows)
-        lefts.append(left)
+        masks.append(went_left)
     return serde.encode(m.Applied(np.array(features, dtype=np.int32), np.array(bins, dtype=np.int64),
-                                  np.array(directions, dtype=bool), subsets_to_bits(parents, lefts)))
+                                  np.array(directions, dtype=bool), masks_to_bits(masks)))

@@ -1,13 +1,18 @@
 """1-TEE enclave program: the only enclave, at the active party.
 
-It draws a fresh uniform one-time pad in Z_2^64 for every sampled row's fixed-point g and h,
-so masked values reveal nothing to passive parties. Passive parties sum masked values per bin
-(exact wrap-around arithmetic) and send the sums, sealed to this enclave, with the index sets
-that produced them (or their bin assignments once). The enclave subtracts the pads of each
-index set, checks every bin sum against the true gradients it holds, derives sibling nodes
-only along its own tree, scores every split of every party and releases only the winner per
-node: to its host the winning party and gain, to the winning passive party (sealed) its
-feature and bin.
+It learns each passive party's histograms in one of two ways, chosen for the run:
+- bins-once (the default): the party seals its bin of every row per feature to this enclave
+  once. Per tree the enclave sums the exact gradients it holds over those bins itself, as plain
+  does (the smaller child of a split summed, its sibling = parent - child), and it seals to
+  each passive party the tree's rows and, per level, the partitions that party did not make:
+  no host can show a passive party other rows than the ones the enclave scores.
+- index sets (the seed paper's): a fresh uniform one-time pad in Z_2^64 for every sampled
+  row's fixed-point g and h, so masked values reveal nothing to passive parties. They sum
+  masked values per bin (exact wrap-around arithmetic) and seal the sums with the index sets
+  that produced them; the enclave subtracts the pads of each index set, checks every bin sum
+  against the true gradients it holds and derives sibling nodes only along its own tree.
+Either way it scores every split of every party and releases only the winner per node: to its
+host the winning party and gain, to the winning passive party (sealed) its feature and bin.
 
 What it does not take from the host: a party's identity (pinned keys sign each handshake,
 once per run), a party's bin counts (sealed by the party), node rows (its own ``CheckedTree``),
@@ -18,18 +23,21 @@ import os
 
 import numpy as np
 
-from teeboost.core.gradients import GradientCodec
+from teeboost.core.gradients import EncodedGradients
+from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.split import (MAX_CATEGORY_BINS, NodeBest, best_splits, bins_fit_counts, goes_left, left_sums,
                                  sampled_features)
 from teeboost.errors import ProtocolError
 from teeboost.protocols import enclave_messages as m
 from teeboost.protocols.enclave_session import session, start_session
 from teeboost.protocols.enclave_tree import CheckedTree
+from teeboost.protocols.partition import HistogramRequest, bit_chunks, encode_row_sets
 from teeboost.protocols.ring import ring_bincount
 from teeboost.tee.channel import ChannelResponder
 from teeboost.transport import serde
 
 PROTOCOL = "onetee"
+BINS_ONCE, INDEX_SETS = "bins-once", "index sets"
 
 
 def _expect(frame, cls):
@@ -41,7 +49,7 @@ def _expect(frame, cls):
 
 def ecall_init(rt, payload):
     start_session(rt, _expect(payload, m.EnclaveInit), PROTOCOL, role="active")
-    rt.state.update(responders={}, bins={}, meta={}, cache={})
+    rt.state.update(responders={}, bins={}, builders={}, meta={}, cache={}, owners={})
     return b""
 
 
@@ -88,12 +96,21 @@ def _check_bins(rt, party, n_value_bins, categorical, binned):
             raise ProtocolError(f"party {party} sent out-of-range bins for feature {f}")
 
 
+def _hold_bins(rt, party, binned):
+    """Keep a party's checked bins in their own size (not the wire's) and a histogram builder
+    over them."""
+    max_bin = session(rt).max_bin
+    binned = binned.astype(np.uint8 if max_bin <= 255 else np.uint16)
+    rt.state["bins"][party] = binned
+    rt.state["builders"][party] = HistogramBuilder(binned, max_bin + 1)
+
+
 def ecall_bins_once(rt, payload):
     """A passive party's bin assignments (BinsOnce, sealed by that party)."""
     party = int.from_bytes(payload[:4], "big")
-    msg = _expect(session(rt).channel(party).open(payload[4:]), m.BinsOnce)
+    msg = _expect(session(rt).channel(party).open(memoryview(payload)[4:]), m.BinsOnce)
     _check_bins(rt, party, msg.n_value_bins, msg.categorical, msg.binned)
-    rt.state["bins"][party] = np.ascontiguousarray(msg.binned)
+    _hold_bins(rt, party, msg.binned)
     return b""
 
 
@@ -118,25 +135,151 @@ def ecall_restore(rt, blob):
             raise ProtocolError(f"the checkpoint holds bins of party {party}, which has no channel in this run")
         msg = _expect(frame, m.BinsOnce)
         _check_bins(rt, party, msg.n_value_bins, msg.categorical, msg.binned)
-        restored[party] = np.ascontiguousarray(msg.binned)
-    rt.state["bins"].update(restored)
+        restored[party] = msg.binned
+    for party, binned in restored.items():
+        _hold_bins(rt, party, binned)
     return np.array(sorted(restored), dtype=np.int64).tobytes()
 
 
-def ecall_mask(rt, payload):
-    """Host's gradients -> masked gradients; the pads never leave the enclave."""
+def _new_tree(rt, payload, mode):
+    """This tree's gradients from the host (who owns the labels); the last tree's state goes
+    before this one's arrays are built."""
     current = session(rt)
     current.require_all_peers()
-    msg = _expect(payload, m.GradientsIn)
-    tree = CheckedTree(msg.tree, msg.n_rows, msg.rows, msg.g, msg.h, GradientCodec(msg.frac_bits), current.criteria)
-    n = msg.rows.size
-    pads = np.frombuffer(os.urandom(16 * n), dtype=np.uint64).reshape(2, n)
-    pad_g = np.zeros(msg.n_rows, dtype=np.uint64)
-    pad_h = np.zeros(msg.n_rows, dtype=np.uint64)
-    pad_g[msg.rows], pad_h[msg.rows] = pads[0], pads[1]
-    masked_g, masked_h = msg.g.view(np.uint64) + pads[0], msg.h.view(np.uint64) + pads[1]
-    rt.state.update(tree=tree, pad_g=pad_g, pad_h=pad_h, cache={},
-                    sent=m.masked_digest(msg.tree, tree.nodes.rows(0), masked_g, masked_h))
+    msg = _expect(payload, m.TreeGradients)
+    for party in current.peers:
+        if rt.state["meta"][party][0] != msg.n_rows:
+            raise ProtocolError(f"gradients for {msg.n_rows} rows; party {party} holds {rt.state['meta'][party][0]}")
+    rt.state.update(tree=None, pad_g=None, pad_h=None, cache={}, owners={}, bests=None, mode=mode)
+    for builder in rt.state["builders"].values():
+        builder.end_tree()
+    tree = CheckedTree.from_message(msg, current.criteria)
+    rt.state["tree"] = tree
+    return current, tree
+
+
+def _open_tree(rt, mode):
+    tree = rt.state.get("tree")
+    if tree is None or rt.state.get("mode") != mode:
+        raise ProtocolError(f"no tree is open in {mode} mode")
+    return tree
+
+
+def _left_digest(rt, party, node, best):
+    """``partition_digest`` of the rows the party's winning split sends left, computed here."""
+    binned = rt.state["bins"].get(party)
+    if binned is None:
+        binned = rt.state["row_bins"][party]
+    rows = rt.state["tree"].nodes.rows(node)
+    categorical = bool(rt.state["categorical"][party][best.feature])
+    went_left = goes_left(binned[best.feature, rows], best.bin, best.default_left, categorical, session(rt).max_bin)
+    return m.partition_digest(np.packbits(went_left))
+
+
+def _passive_candidates(rt, party, nodes, hist, candidates):
+    """Best split per node of one party's exact histograms, appended to ``candidates``; its
+    winners' partition digests are computed only if they win. Returns the bests."""
+    tree, current = rt.state["tree"], session(rt)
+    categorical = rt.state["categorical"][party]
+    n_value_bins = rt.state["meta"][party][1]
+    sampled = sampled_features(current.criteria, party, tree.tree, n_value_bins.size)
+    bests = best_splits(hist, n_value_bins, tree.codec, current.criteria, categorical, sampled)
+    for i, b in enumerate(bests):
+        if b.valid:
+            left = left_sums(hist[i, b.feature], b.bin, b.default_left, bool(categorical[b.feature]))
+            digest = (lambda node=nodes[i], b=b: _left_digest(rt, party, node, b))
+        else:
+            left, digest = np.zeros(3, dtype=np.int64), None
+        candidates[i].append((party, NodeBest(b.gain, -1, -1, False), left, digest))
+    return bests
+
+
+def _release(rt, tree, nodes, candidates, bests):
+    """Winner per node: the party and gain to the host; each winning passive party's feature,
+    bin and direction sealed to it alone."""
+    current = session(rt)
+    parties, gains = tree.choose(candidates)
+    rt.state["owners"] = {nodes[i]: int(p) for i, p in enumerate(parties) if p >= 0}
+    won = {}
+    for i, party in enumerate(parties):
+        if party > 0:
+            won.setdefault(int(party), []).append((nodes[i], bests[int(party)][i]))
+    sealed = {}
+    for party, splits in won.items():
+        frame = serde.encode(m.SplitLocators(tree.tree, np.array([n for n, _ in splits], dtype=np.int32),
+                                             np.array([b.feature for _, b in splits], dtype=np.int32),
+                                             np.array([b.bin for _, b in splits], dtype=np.int64),
+                                             np.array([b.default_left for _, b in splits], dtype=bool)))
+        sealed[party] = current.channel(party).seal(frame)
+    return serde.encode(m.OneTeeChosen(parties, gains, np.frombuffer(m.pack_records(sealed), dtype=np.uint8)))
+
+
+# ---- bins-once: the enclave sums every passive party's histograms itself
+
+def ecall_gradients(rt, payload):
+    """This tree's gradients -> the tree's rows, sealed to each passive party."""
+    current = session(rt)
+    missing = [p for p in current.peers if p not in rt.state["bins"]]
+    if missing:
+        raise ProtocolError(f"parties {missing} sent no bin assignments: this run sums index sets")
+    current, tree = _new_tree(rt, payload, BINS_ONCE)
+    gradients = EncodedGradients(tree.g, tree.h, tree.codec)
+    for builder in rt.state["builders"].values():
+        builder.begin_tree(gradients)
+    encoding, offsets, rows = encode_row_sets([tree.nodes.rows(0)], tree.nodes.n_rows)
+    frame = serde.encode(m.TreeRows(tree.tree, tree.nodes.n_rows, encoding, offsets, rows))
+    return m.pack_records({p: current.channel(p).seal(frame) for p in current.peers})
+
+
+def ecall_level(rt, payload):
+    """Last level's partitions (checked) and this level's nodes -> every passive party's exact
+    histograms and best splits (kept for ``choose_own``), and each party's level request
+    (the partitions it did not make), sealed to it."""
+    current = session(rt)
+    msg = _expect(payload, m.LevelIn)
+    tree = _open_tree(rt, BINS_ONCE)
+    owners = rt.state["owners"]
+    sizes = [tree.size(int(node)) for node in msg.split_nodes]
+    nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
+    chunks = bit_chunks(sizes, msg.split_bits)  # each partition's bits, checked by begin_level
+    records, hists = {}, {}
+    for party in current.peers:
+        keep = [i for i, node in enumerate(msg.split_nodes) if owners.get(int(node)) != party]
+        records[party] = current.channel(party).seal(serde.encode(HistogramRequest(
+            msg.tree, msg.nodes.astype(np.int32), msg.split_nodes[keep].astype(np.int32),
+            msg.split_lefts[keep].astype(np.int32), msg.split_rights[keep].astype(np.int32),
+            np.concatenate([chunks[i] for i in keep]) if keep else np.empty(0, dtype=np.uint8))))
+        hists[party] = rt.state["builders"][party].level(nodes, tree.nodes)
+    rt.state["hists"] = hists
+    return m.pack_records(records)
+
+
+def ecall_choose_own(rt, payload):
+    """The host's own best split per node (as left sums) -> the winner per node."""
+    msg = _expect(payload, m.OwnSplitsIn)
+    tree = _open_tree(rt, BINS_ONCE)
+    hists = rt.state.pop("hists", None)
+    if hists is None or msg.tree != tree.tree or [int(n) for n in msg.nodes] != tree.level:
+        raise ProtocolError("own splits for a level the enclave has not summed")
+    nodes = tree.level
+    own = tree.own_candidates(msg.own_valid, msg.own_left)
+    candidates = [[(0, best, msg.own_left[i], None)] for i, best in enumerate(own)]
+    bests = {party: _passive_candidates(rt, party, nodes, hist, candidates) for party, hist in sorted(hists.items())}
+    return _release(rt, tree, nodes, candidates, bests)
+
+
+# ---- index sets (the seed paper's): passive parties sum one-time-padded gradients
+
+def ecall_mask(rt, payload):
+    """Host's gradients -> masked gradients; the pads never leave the enclave."""
+    current, tree = _new_tree(rt, payload, INDEX_SETS)
+    rows = tree.nodes.rows(0)
+    pads = np.frombuffer(os.urandom(16 * rows.size), dtype=np.uint64).reshape(2, rows.size)
+    pad_g = np.zeros(tree.nodes.n_rows, dtype=np.uint64)
+    pad_h = np.zeros(tree.nodes.n_rows, dtype=np.uint64)
+    pad_g[rows], pad_h[rows] = pads[0], pads[1]
+    masked_g, masked_h = tree.g[rows].view(np.uint64) + pads[0], tree.h[rows].view(np.uint64) + pads[1]
+    rt.state.update(pad_g=pad_g, pad_h=pad_h, sent=m.masked_digest(tree.tree, rows, masked_g, masked_h))
     return serde.encode(m.MaskedGradientsIn(masked_g, masked_h))
 
 
@@ -175,29 +318,6 @@ def _row_bins(rt, party, n_features):
     return held[party]
 
 
-def _left_digest(rt, party, node, best):
-    """SHA-256 of the rows the party's winning split sends left, computed here."""
-    binned = rt.state["bins"].get(party)
-    if binned is None:
-        binned = rt.state["row_bins"][party]
-    rows = rt.state["tree"].nodes.rows(node)
-    categorical = bool(rt.state["categorical"][party][best.feature])
-    go_left = goes_left(binned[best.feature, rows], best.bin, best.default_left, categorical, session(rt).max_bin)
-    return m.row_set_digest(rows[go_left])
-
-
-def _unmask_with_bins(rt, party, msg, i, rows, width):
-    binned = rt.state["bins"][party]
-    out = np.zeros((binned.shape[0], width, 3), dtype=np.int64)
-    for f in range(binned.shape[0]):
-        bins = binned[f, rows].astype(np.intp)
-        out[f, :, 0] = (msg.sums[i, f, :, 0] - ring_bincount(bins, rt.state["pad_g"][rows], width)).view(np.int64)
-        out[f, :, 1] = (msg.sums[i, f, :, 1] - ring_bincount(bins, rt.state["pad_h"][rows], width)).view(np.int64)
-        out[f, :, 2] = np.bincount(bins, minlength=width)
-        _check_truth(rt, party, bins, rows, out[f], width)
-    return out
-
-
 def _check_truth(rt, party, bins, rows, sums, width):
     """The enclave knows the true gradients: every unmasked bin sum must equal them."""
     tree = rt.state["tree"]
@@ -225,11 +345,7 @@ def _party_histograms(rt, party, sums, nodes, width):
     for i, node in enumerate(int(n) for n in sums.built):
         if node not in buildable or node in computed or node not in tree.nodes:
             raise ProtocolError(f"party {party} built node {node}, which is not in this level (or twice)")
-        rows = tree.nodes.rows(node)
-        if party in rt.state["bins"]:
-            computed[node] = _unmask_with_bins(rt, party, sums, i, rows, width)
-        else:
-            computed[node] = _unmask_index_sets(rt, party, sums, i, rows, width)
+        computed[node] = _unmask_index_sets(rt, party, sums, i, tree.nodes.rows(node), width)
     for node, parent, sibling in sums.derived.tolist():
         if node not in nodes or node in computed or node not in tree.nodes or tree.nodes.parent(node) != parent \
                 or tree.nodes.sibling(node) != sibling or parent not in cache or sibling not in computed:
@@ -249,9 +365,7 @@ def _party_histograms(rt, party, sums, nodes, width):
 def ecall_choose(rt, payload):
     current = session(rt)
     msg = _expect(payload, m.OneTeeChooseIn)
-    tree = rt.state.get("tree")
-    if tree is None:
-        raise ProtocolError("no tree is open")
+    tree = _open_tree(rt, INDEX_SETS)
     width = current.max_bin + 1
     nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
     own = tree.own_candidates(msg.own_valid, msg.own_left)
@@ -260,28 +374,8 @@ def ecall_choose(rt, payload):
     if sorted(records) != current.peers:
         raise ProtocolError("sums must come from every passive party")
     bests = {}
-    for party, record in records.items():
+    for party, record in sorted(records.items()):
         sums = _expect(current.channel(party).open(record), m.MaskedSums)
         hist = _party_histograms(rt, party, sums, nodes, width)
-        categorical = rt.state["categorical"][party]
-        n_value_bins = rt.state["meta"][party][1]
-        sampled = sampled_features(current.criteria, party, tree.tree, n_value_bins.size)
-        bests[party] = best_splits(hist, n_value_bins, tree.codec, current.criteria, categorical, sampled)
-        for i, b in enumerate(bests[party]):
-            left = left_sums(hist[i, b.feature], b.bin, b.default_left, bool(categorical[b.feature])) if b.valid \
-                else np.zeros(3, dtype=np.int64)
-            digest = _left_digest(rt, party, nodes[i], b) if b.valid else None
-            candidates[i].append((party, NodeBest(b.gain, -1, -1, False), left, digest))
-    parties, gains = tree.choose(candidates)
-    won = {}
-    for i, party in enumerate(parties):
-        if party > 0:
-            won.setdefault(int(party), []).append((nodes[i], bests[int(party)][i]))
-    sealed = {}
-    for party, splits in won.items():
-        frame = serde.encode(m.SplitLocators(tree.tree, np.array([n for n, _ in splits], dtype=np.int32),
-                                             np.array([b.feature for _, b in splits], dtype=np.int32),
-                                             np.array([b.bin for _, b in splits], dtype=np.int64),
-                                             np.array([b.default_left for _, b in splits], dtype=bool)))
-        sealed[party] = current.channel(party).seal(frame)
-    return serde.encode(m.OneTeeChosen(parties, gains, np.frombuffer(m.pack_records(sealed), dtype=np.uint8)))
+        bests[party] = _passive_candidates(rt, party, nodes, hist, candidates)
+    return _release(rt, tree, nodes, candidates, bests)
