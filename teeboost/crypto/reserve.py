@@ -3,8 +3,9 @@
 Encryption's cost is its randomiser (h_s^x or h^r), which does not depend on the plaintext.
 While passive parties sum ciphertexts, the active party's cores are idle: a background thread
 uses its crypto workers then to compute the next tree's randomisers, up to a memory bound.
-When the next tree's gradients are known, encrypting each is one multiplication with a
-randomiser from the reserve; any shortfall is computed on the spot. Each randomiser is handed
+When the next tree's gradients are known, encrypting each takes only its plaintext factor
+((1 + m n) in Paillier, a short table power g^m in Okamoto-Uchiyama) times a randomiser from
+the reserve; any shortfall is computed on the spot. Each randomiser is handed
 out once and then dropped from the reserve. Online work pauses the filling (``paused``), so
 decryption never waits behind more than one batch.
 """
