@@ -64,11 +64,13 @@ def _describe(fn: Callable) -> str:
 class _Worker:
     """One child process, its two pipe ends, and the bytes on their way in and out."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], niceness: int = 0) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env=env, close_fds=True,
         )
+        if niceness:  # lowering a child's priority needs no privilege
+            os.setpriority(os.PRIO_PROCESS, self.process.pid, niceness)
         self.to_worker = self.process.stdin.fileno()
         self.from_worker = self.process.stdout.fileno()
         os.set_blocking(self.to_worker, False)
@@ -164,7 +166,10 @@ class WorkerPool:
     module and name (not defined in ``__main__``).
     """
 
-    def __init__(self, workers: int, *, initializer: Callable | None = None, initargs: tuple = ()) -> None:
+    def __init__(self, workers: int, *, initializer: Callable | None = None, initargs: tuple = (),
+                 niceness: int = 0) -> None:
+        """``niceness`` > 0 runs the workers at a lower scheduling priority: they then use only
+        cores nothing else wants (background work)."""
         if workers < 1:
             raise WorkerError(f"a worker pool needs at least one worker, got workers={workers}")
         self._lock = threading.Lock()
@@ -175,7 +180,7 @@ class WorkerPool:
         started: dict[int, tuple] = {}  # pid -> reply to the initializer
         try:
             for _ in range(workers):
-                self._workers.append(_Worker(env))
+                self._workers.append(_Worker(env, niceness))
             frame = _frame((initializer, initargs))
             for worker in self._workers:
                 worker.send(frame)

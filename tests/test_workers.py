@@ -211,3 +211,10 @@ def test_psi_in_worker_processes_equals_psi_in_this_process():
     hashed = psi.hash_ids(ids, workers=2)
     assert np.array_equal(hashed[:50], psi.hash_ids(ids[:50]))
     assert np.array_equal(psi.blind(hashed, scalar, workers=2)[-50:], psi.blind(hashed[-50:], scalar))
+
+
+def test_background_workers_run_at_the_lowest_priority():
+    """A randomiser reserve's workers take only idle cores: they run niced, the others do not."""
+    with WorkerPool(1, niceness=19) as background, WorkerPool(1) as online:
+        assert os.getpriority(os.PRIO_PROCESS, background.pids[0]) == 19
+        assert os.getpriority(os.PRIO_PROCESS, online.pids[0]) == os.getpriority(os.PRIO_PROCESS, 0)

@@ -114,8 +114,9 @@ def _pack(pool_id: str, blob: bytes, group: int, shift: int) -> bytes:
 class CryptoPool:
     """Encrypt, decrypt, sum and pack in parallel under one key."""
 
-    def __init__(self, key: Any, *, workers: int, pool_id: str) -> None:
-        """``key``: a private key (encrypt/decrypt) or a public key (sums and packing)."""
+    def __init__(self, key: Any, *, workers: int, pool_id: str, niceness: int = 0) -> None:
+        """``key``: a private key (encrypt/decrypt) or a public key (sums and packing);
+        ``niceness`` > 0: background workers that take only otherwise idle cores."""
         self.pool_id = pool_id
         self.workers = workers
         private = hasattr(key, "public")
@@ -126,7 +127,7 @@ class CryptoPool:
                         key.numbers() if private else None, getattr(key, "window", 12),
                         getattr(key, "exponent_bits", None))
             try:  # every worker builds its tables now, in parallel, once
-                self._workers = WorkerPool(workers, initializer=_init, initargs=initargs)
+                self._workers = WorkerPool(workers, initializer=_init, initargs=initargs, niceness=niceness)
             except WorkerError as error:
                 raise ProtocolError(f"could not start cryptography worker processes: {error}") from error
         else:

@@ -6,8 +6,10 @@ uses its crypto workers then to compute the next tree's randomisers, up to a mem
 When the next tree's gradients are known, encrypting each takes only its plaintext factor
 ((1 + m n) in Paillier, a short table power g^m in Okamoto-Uchiyama) times a randomiser from
 the reserve; any shortfall is computed on the spot. Each randomiser is handed
-out once and then dropped from the reserve. Online work pauses the filling (``paused``), so
-decryption never waits behind more than one batch.
+out once and then dropped from the reserve. Filling runs in its own worker processes at the
+lowest scheduling priority when there are several cores (``background``), so it takes only
+cores that nothing else wants and never slows the party's (or, on a shared machine, a peer's)
+online work; online work also pauses it (``paused``).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ __all__ = ["RandomizerReserve"]
 class RandomizerReserve:
     """At most ``limit_bytes`` of ready randomisers for one key's ``CryptoPool``."""
 
-    def __init__(self, pool: CryptoPool, *, limit_bytes: int, exponent_bits: int) -> None:
+    def __init__(self, pool: CryptoPool, *, limit_bytes: int, exponent_bits: int,
+                 background: CryptoPool | None = None) -> None:
+        """``pool`` computes shortfalls on the spot; ``background`` (default: ``pool``) fills."""
         self.pool = pool
+        self.background = background or pool
         self.capacity = max(0, limit_bytes // pool.width)
         # about 20 ms of one worker's time per batch, whatever the exponent length
-        self.batch = max(1, pool.workers) * max(128, 131072 // max(exponent_bits, 1))
+        self.batch = max(1, (background or pool).workers) * max(128, 131072 // max(exponent_bits, 1))
         self.ahead_seconds = 0.0  # spent filling in the background (overlaps other work)
         self.on_demand_seconds = 0.0  # spent computing a shortfall while encrypting
         self._stock: list[np.ndarray] = []
@@ -72,7 +77,7 @@ class RandomizerReserve:
                 self._working = True
             started = time.perf_counter()
             try:
-                chunk = self.pool.randomizers(count)
+                chunk = self.background.randomizers(count)
             except BaseException as error:  # a dead worker: surfaced by the next take()
                 with self._changed:
                     self._error, self._working = error, False
@@ -119,7 +124,7 @@ class RandomizerReserve:
             return used
 
     def close(self) -> None:
-        """Stop filling and drop every randomiser still held."""
+        """Stop filling, drop every randomiser still held and stop the background workers."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
@@ -127,3 +132,5 @@ class RandomizerReserve:
             self._thread.join()
             self._thread = None
         self._stock, self._count = [], 0
+        if self.background is not self.pool:
+            self.background.close()

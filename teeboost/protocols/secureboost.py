@@ -98,13 +98,17 @@ class SecureBoostActive(ActiveScoring):
         self.key = generate_keypair(options.scheme, options.key_bits, insecure_key_bits=options.insecure_key_bits,
                                     short_randomizer=options.short_randomizer)
         self._phase("starting crypto workers")
-        self.pool = CryptoPool(self.key, workers=options.crypto_workers or default_workers(),
-                               pool_id=f"active-{uuid.uuid4().hex}")
-        self.timer.add("key setup", started)
+        workers = options.crypto_workers or default_workers()
+        self.pool = CryptoPool(self.key, workers=workers, pool_id=f"active-{uuid.uuid4().hex}")
         self.reserve: RandomizerReserve | None = None
         if options.precompute_randomizers:
+            # with worker processes, filling gets its own at the lowest priority: idle cores only
+            background = CryptoPool(self.key, workers=workers, pool_id=f"reserve-{uuid.uuid4().hex}",
+                                    niceness=19) if workers > 1 else None
             self.reserve = RandomizerReserve(self.pool, limit_bytes=options.randomizer_reserve_mb << 20,
-                                             exponent_bits=self.key.exponent_bits)
+                                             exponent_bits=self.key.exponent_bits, background=background)
+        self.timer.add("key setup", started)
+        if self.reserve is not None:
             # the first tree's expected need: one randomiser per sampled row and slot
             self.reserve.fill(int(columns.n_rows * min(subsample, 1.0)) * (1 if options.pack_gradients else 2))
         public = self.key.public
