@@ -854,8 +854,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench.sweep import plan, run_sweep
 
     common = dict(n_trees=args.n_trees, passive_parties=args.passive_parties, extra_features=args.extra_features,
-                  scheme=args.scheme)
+                  scheme=args.scheme[0])
     points = plan(args.rows, args.protocols, **common)
+    if "secureboost" in args.protocols:  # one more secureboost point per size for each further scheme
+        points += [p for scheme in args.scheme[1:] for p in plan(args.rows, ["secureboost"], **{**common, "scheme": scheme})]
     if args.scale:
         scale_protocols = ["xgboost", "plain", "ntee", "onetee", "strict"] + (["secureboost"] if args.with_secureboost else [])
         points += [p for p in plan(args.scale_rows, scale_protocols, **common) if p not in points]
@@ -1115,8 +1117,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--n-trees", type=int, default=5, help="trees per run")
     bench.add_argument("--passive-parties", type=int, default=1, help="split the passive columns among this many parties")
     bench.add_argument("--extra-features", type=int, default=0, help="add noisy copies of passive columns")
-    bench.add_argument("--scheme", choices=("paillier", "ou"), default="paillier",
-                       help="homomorphic scheme of the secureboost runs")
+    bench.add_argument("--scheme", choices=("paillier", "ou"), nargs="+", default=["paillier"],
+                       help="homomorphic scheme(s) of the secureboost runs (e.g. --scheme paillier ou: both, "
+                            "the first is the baseline of the ratios)")
     bench.add_argument("--scale", action="store_true", help="also the TEE-only scale run (to 1e6 samples)")
     bench.add_argument("--scale-rows", type=_row_count, nargs="+", default=[250_000, 500_000, 1_000_000],
                        metavar="N", help="sample sizes of the scale run, e.g. 2.5e5 5e5 1e6")
