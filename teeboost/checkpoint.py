@@ -191,21 +191,27 @@ class PassiveCheckpoint:
     n_trees: int
     owner: OwnerTable
     sealed_enclave: bytes | None = None  # strict mode: the records, sealed by this party's enclave
+    # 1-TEE: the value this party chose for the run and sealed to the active enclave, which binds it into the
+    # sealing context of its checkpoints: given again only when this party resumes the run
+    resume_token: bytes | None = None
 
     def save(self, path: Path) -> None:
         _write(path, {"format": FORMAT, "version": VERSION, "role": "passive", "run_id": self.run_id,
                       "fingerprint": self.fingerprint, "n_trees": self.n_trees,
                       "records": self.owner.to_list(),
-                      "sealed_enclave": None if self.sealed_enclave is None else self.sealed_enclave.hex()}, {})
+                      "sealed_enclave": None if self.sealed_enclave is None else self.sealed_enclave.hex(),
+                      "resume_token": None if self.resume_token is None else self.resume_token.hex()}, {})
 
     @classmethod
     def load(cls, path: Path, n_features: int) -> "PassiveCheckpoint":
         meta, _ = _read(path, "passive")
         try:
             sealed = meta.get("sealed_enclave")
+            token = meta.get("resume_token")
             return cls(str(_field(meta, "run_id", path)), str(_field(meta, "fingerprint", path)),
                        int(_field(meta, "n_trees", path)),
                        OwnerTable.from_list(_field(meta, "records", path), n_features),
-                       None if sealed is None else bytes.fromhex(sealed))
+                       None if sealed is None else bytes.fromhex(sealed),
+                       None if token is None else bytes.fromhex(token))
         except (ModelFileError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{path}: inconsistent checkpoint ({exc})") from None

@@ -287,7 +287,7 @@ def train_active(
                 "active_features": list(active.feature_names),
                 "passive_parties": [{"index": i, "name": n} for i, n in sorted(party_names.items())],
             })))
-        hello = handshake(channel, protocol, active.n_rows, params.max_bin)
+        hello = handshake(channel, protocol, active.n_rows, params.max_bin, run_id=run_id)
         if saved is not None:
             channel.request_all({p: ResumeFrom(run_id, saved.n_trees) for p in channel.parties})
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
@@ -444,7 +444,7 @@ def train_local(
 
 def build_passive(index: int, data: PartyData, params: BoostParams, protocol: str, env: ProtocolEnv,
                   *, valid: PartyData | None = None, checkpoint: Path | None = None,
-                  policy: Policy | None = None) -> PassiveParty:
+                  policy: Policy | None = None, served_runs: set[str] | None = None) -> PassiveParty:
     """A passive party ready to train: its own bins, its protocol side, its datasets, and
     where it checkpoints (stamped with a digest of its own data, so a resumed run notices
     changed data)."""
@@ -456,7 +456,7 @@ def build_passive(index: int, data: PartyData, params: BoostParams, protocol: st
     party = PassiveParty(index, data.name, list(data.feature_names), columns.owner, columns=columns,
                          protocol=spec.make_passive(columns, params, env, index), protocol_name=protocol,
                          checkpoint=checkpoint, fingerprint=fingerprint, policy=policy, max_depth=params.max_depth,
-                         vocabularies=data.vocabularies)
+                         vocabularies=data.vocabularies, served_runs=served_runs)
     party.add_dataset("train", data.features)
     if valid is not None:
         party.add_dataset("valid", valid.features)

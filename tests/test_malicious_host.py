@@ -18,7 +18,7 @@ import pytest
 
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.core.gradients import EncodedGradients, GradientCodec
-from teeboost.core.split import SplitCriteria
+from teeboost.core.split import NodeBest, SplitCriteria
 from teeboost.errors import AttestationError, ConfigError, EnclaveError, IntegrityError, ProtocolError
 from teeboost.federation import train_local
 from teeboost.protocols import enclave_messages as em
@@ -71,14 +71,17 @@ class Federation:
                                   env.keys_array())
 
 
-def passive_side(federation: Federation, index: int, small_credit):
-    """An honest 1-TEE passive party's real host code."""
+def passive_side(federation: Federation, index: int, small_credit, run_id: str | None = None):
+    """An honest 1-TEE passive party's real host code, told the run of this training (as the
+    handshake tells it)."""
     from teeboost.core.binning import fit_bins
     from teeboost.core.columns import PartyColumns
 
     data = small_credit[1][0]
     bins = fit_bins(data.features, 32)
-    return onetee.OneTeePassive(PartyColumns(bins, bins.transform(data.features)), federation.env(index), index)
+    party = onetee.OneTeePassive(PartyColumns(bins, bins.transform(data.features)), federation.env(index), index)
+    party.bind_run(run_id or federation.run_id, served=False)
+    return party
 
 
 def connect_honest(enclave, party_host, index, open_msg):
@@ -211,13 +214,15 @@ def test_checkpoint_context_is_not_the_hosts_to_choose(small_credit):
         enclave.ecall("bins_once", (1).to_bytes(4, "big") + record)
         blob = enclave.ecall("checkpoint", b"any context the host likes")
     with federation.onetee_enclave(run_id="run-b") as other_run:
-        connect_honest(other_run, passive_side(federation, 1, small_credit), 1,
+        connect_honest(other_run, passive_side(federation, 1, small_credit, run_id="run-b"), 1,
                        federation.channel_open(run_id="run-b", bins_once=True))
         with pytest.raises(IntegrityError):
             other_run.ecall("restore", blob)
     fewer_rows = (small_credit[0].take(np.arange(2000)), [small_credit[1][0].take(np.arange(2000))])
-    with federation.onetee_enclave() as same_run:  # same run, but party 1 now reports other rows
-        connect_honest(same_run, passive_side(federation, 1, fewer_rows), 1, federation.channel_open(bins_once=True))
+    with federation.onetee_enclave() as same_run:  # same run, resumed by party 1, which now reports other rows
+        changed = passive_side(federation, 1, fewer_rows)
+        changed.resume_with(federation.run_id, honest.resume_token())
+        connect_honest(same_run, changed, 1, federation.channel_open(bins_once=True))
         with pytest.raises(ProtocolError, match="other features or rows"):
             same_run.ecall("restore", blob)
 
@@ -238,7 +243,8 @@ def test_active_host_cannot_pose_as_a_passive_party(small_credit):
         final, channel = hello_side.finish(reply)
         signature = impostor.identities[0].sign(party_statement("initiator", 1, hello_side.context,
                                                                 channel.handshake_hash))
-        meta = channel.seal(serde.encode(em.PartyMeta(3000, np.full(5, 32, dtype=np.int64), np.zeros(5, dtype=bool))))
+        meta = channel.seal(serde.encode(em.PartyMeta(3000, os.urandom(32), 0, 0, np.full(5, 32, dtype=np.int64),
+                                                      np.zeros(5, dtype=bool))))
         with pytest.raises(AttestationError):
             enclave.ecall("finish_responder", (1).to_bytes(4, "big") + em.pack_records({0: final, 1: signature,
                                                                                         2: meta}))
@@ -298,8 +304,8 @@ def test_bin_counts_come_from_the_party_not_the_host(monkeypatch, small_credit):
 
     original = active_party.handshake
 
-    def lying_handshake(channel, protocol, n_rows, max_bin):
-        replies = original(channel, protocol, n_rows, max_bin)
+    def lying_handshake(channel, protocol, n_rows, max_bin, **run):
+        replies = original(channel, protocol, n_rows, max_bin, **run)
         return {p: replace(r, n_value_bins=np.where(np.arange(r.n_value_bins.size) == 1, r.n_value_bins, 1)
                            .astype(np.int32)) for p, r in replies.items()}
 
@@ -444,6 +450,7 @@ def test_a_passive_party_that_refuses_simulated_quotes_refuses_them(small_credit
     data = small_credit[1][0]
     bins = fit_bins(data.features, 32)
     strict = onetee.OneTeePassive(PartyColumns(bins, bins.transform(data.features)), strict_env, 1)
+    strict.bind_run(federation.run_id, served=False)
     with federation.onetee_enclave() as enclave:
         with pytest.raises(AttestationError):
             connect_honest(enclave, strict, 1, federation.channel_open())
@@ -615,7 +622,7 @@ def test_quote_replayed_from_another_run_is_refused(small_credit):
     with federation.onetee_enclave() as enclave:
         hello = first.handle(federation.channel_open())
         recorded = enclave.ecall("respond", (1).to_bytes(4, "big") + hello.hello)
-    later = passive_side(federation, 1, small_credit)  # a later run: fresh nonce, new run id
+    later = passive_side(federation, 1, small_credit, run_id="run-b")  # a later run: fresh nonce, new run id
     later.handle(federation.channel_open(run_id="run-b"))
     with pytest.raises(AttestationError):
         later.handle(onetee.ChannelAccept(recorded))
@@ -725,3 +732,236 @@ def test_masked_gradients_altered_in_relay_are_detected_and_the_enclave_stops(mo
     with pytest.raises(EnclaveError, match="stopped after a failed ecall"):
         captured["enclave"].ecall("mask", b"")
     captured["enclave"].close()
+
+
+# ---------------------------------------------------------------- found by the red team: 1-TEE bins-once
+
+def _passive_policy(monkeypatch, policy):
+    """Every passive party of ``train_local`` serves under ``policy`` (its own [policy])."""
+    import teeboost.federation as federation_module
+
+    original = federation_module.build_passive
+
+    def build(*args, **kwargs):
+        return original(*args, **{**kwargs, "policy": policy})
+
+    monkeypatch.setattr(federation_module, "build_passive", build)
+
+
+class _Stop(Exception):
+    """The attacking host is done."""
+
+
+def test_onetee_enclave_computes_nothing_the_passive_parties_did_not_acknowledge(monkeypatch, small_credit):
+    """Red team (MEDIUM, unlimited oracle): the active host calls its enclave's entry points
+    itself and relays nothing to party 1: per query a "tree" of chosen gradients (+2^12 on
+    one row's g), its root level and the winning gain, which shows which side of party 1's
+    best split the row falls. It made 201 such queries under party 1's policy of 2 trees of
+    depth 3, party 1 handling no message. Now no level is computed before every passive party
+    has acknowledged (sealed, over its own channel) the enclave's last record to it: the first
+    query is refused and the enclave serves nothing more."""
+    from teeboost.policy import Policy
+
+    _passive_policy(monkeypatch, Policy(max_trees=2, max_depth=3))
+    seen: dict = {"answers": 0, "frames": 0}
+    original_answer = inmemory.answer_frame
+
+    def count(handler, frame):
+        seen["frames"] += 1
+        return original_answer(handler, frame)
+
+    monkeypatch.setattr(inmemory, "answer_frame", count)
+
+    def attack(self, nodes, node_rows):
+        seen["enclave"], frames = self.enclave, seen["frames"]
+        rows = np.flatnonzero(self._gradients.h)
+        empty = np.empty(0, dtype=np.int32)
+        for query in range(201):
+            g = self._gradients.g.copy()
+            g[rows[query % rows.size]] += 2 ** 12
+            try:
+                self.enclave.ecall("gradients", ntee.gradients_in(query, rows, EncodedGradients(
+                    g, self._gradients.h, self._gradients.codec)))
+                self.enclave.ecall("level", serde.encode(em.LevelIn(query, np.zeros(1, np.int32), empty, empty, empty,
+                                                                    np.empty(0, np.uint8))))
+                chosen = serde.decode(self.enclave.ecall("choose_own", serde.encode(em.OwnSplitsIn(
+                    query, np.zeros(1, np.int32), np.zeros(1, bool), np.zeros((1, 3), np.int64)))))
+            except ProtocolError as exc:
+                seen["refusal"] = str(exc)
+                break
+            seen["answers"] += int(chosen.parties[0] == 1)
+        seen["party_frames"] = seen["frames"] - frames
+        raise _Stop
+
+    monkeypatch.setattr(onetee.OneTeeActive, "find_splits", attack)
+    monkeypatch.setattr(onetee.OneTeeActive, "close", lambda self: None)  # keep the enclave to probe it
+    active, passives = small_credit
+    with pytest.raises(_Stop):
+        train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE)
+    try:
+        assert seen["party_frames"] == 0  # party 1 heard nothing of it
+        assert seen["answers"] == 0 and "have not acknowledged the enclave's last record" in seen["refusal"]
+        with pytest.raises(EnclaveError, match="stopped after a failed ecall"):
+            seen["enclave"].ecall("choose_own", b"")
+    finally:
+        seen["enclave"].close()
+
+
+@pytest.mark.parametrize("params, refusal", [
+    (BoostParams(n_trees=4, max_depth=3), "trees are grown once each, in increasing order, below 2"),
+    (BoostParams(n_trees=2, max_depth=5), "a tree of at most 3 levels"),
+], ids=["more-trees", "deeper"])
+def test_onetee_enclave_keeps_to_the_passive_parties_limits(monkeypatch, small_credit, params, refusal):
+    """The active host relays every record but grows more trees, or deeper ones, than party
+    1's policy allows (2 trees of depth 3; set up within it, then grown beyond): the enclave
+    holds to the limits party 1 sealed to it, so it computes at most 2 x 3 levels."""
+    from teeboost.policy import Policy
+    from teeboost.tee.simulated import SimulatedEnclave
+
+    _passive_policy(monkeypatch, Policy(max_trees=2, max_depth=3))
+    levels = []
+    original = SimulatedEnclave.ecall
+
+    def ecall(self, name, payload=b"", **kwargs):
+        reply = original(self, name, payload, **kwargs)
+        if name == "level":
+            levels.append(serde.decode(bytes(payload)).tree)
+        return reply
+
+    monkeypatch.setattr(SimulatedEnclave, "ecall", ecall)
+    active, passives = small_credit
+    with pytest.raises(ProtocolError, match=refusal):
+        train_local(active, passives, params, "onetee", options=BINS_ONCE)
+    assert len(levels) <= 2 * 3 and set(levels) <= {0, 1} and max(np.bincount(levels)) <= 3
+
+
+@pytest.mark.parametrize("edit", ["replayed", "forged"])
+def test_onetee_acknowledgements_cannot_be_forged_or_replayed(monkeypatch, small_credit, edit):
+    """The active host cannot acknowledge a record in a passive party's name: it replays the
+    party's earlier acknowledgement, or makes one up; neither opens."""
+    def change(reply, state):
+        if edit == "forged":
+            return replace(reply, record=os.urandom(len(reply.record)))
+        return replace(reply, record=state["seen"][0].record) if len(state["seen"]) > 1 else reply
+
+    _tamper_records(monkeypatch, "ack", change)
+    active, passives = small_credit
+    with pytest.raises(IntegrityError):
+        train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE)
+
+
+def _children_edit(edit):
+    """The host's split requests, with the children ids it names changed by ``edit``."""
+    def request(original):
+        def split_request(self, party, splits, children):
+            return original(self, party, splits, edit(splits, list(children)))
+        return split_request
+    return request
+
+
+def _swap_sides(splits, children):
+    return [(right, left) for left, right in children]
+
+
+def _reuse_the_root(splits, children):
+    return [(0, right) if split.node_id != 0 else (left, right) for split, (left, right) in zip(splits, children)]
+
+
+@pytest.mark.parametrize("protocol, edit, refusal", [
+    ("onetee", _swap_sides, "sealed split locators"),
+    ("onetee", _reuse_the_root, "sealed split locators"),
+    ("plain", _reuse_the_root, "already exist in this tree"),
+], ids=["onetee-swapped", "onetee-reused", "plain-reused"])
+def test_split_requests_cannot_rename_children(monkeypatch, small_credit, protocol, edit, refusal):
+    """Red team (LOW): the ids of a won split's children travelled in the clear, unchecked: the
+    host could swap them (the passive party then files node 1's rows under node 2) or name a
+    node already split (the root: a parent cycle, and the passive party's depth walk never
+    returns). 1-TEE seals the children's ids with the split, and every party refuses an id
+    its tree already used."""
+    from teeboost.protocols import scoring
+
+    if protocol == "onetee":
+        monkeypatch.setattr(onetee.OneTeeActive, "_split_request",
+                            _children_edit(edit)(onetee.OneTeeActive._split_request))
+    else:
+        monkeypatch.setattr(scoring.ActiveSplitting, "_split_request",
+                            _children_edit(edit)(scoring.ActiveSplitting._split_request))
+    active, passives = small_credit
+    with pytest.raises(ProtocolError, match=refusal):
+        train_local(active, passives, BoostParams(n_trees=3, max_depth=2), protocol,
+                    options=BINS_ONCE if protocol == "onetee" else None)
+
+
+def test_onetee_enclave_numbers_the_children_itself(small_credit):
+    """The host announces, for a split the enclave chose, children of other ids than the ones
+    it sealed to the winner: refused."""
+    from teeboost.protocols.enclave_tree import CheckedTree
+
+    rows = np.arange(6)
+    tree = CheckedTree(0, 6, rows, np.array([4, -4, 4, -4, 4, -4]) * 1024, np.full(6, 1024), GradientCodec(10),
+                       SplitCriteria(min_child_weight=0.0))
+    none = np.empty(0, np.int32)
+    tree.begin_level(0, np.array([0]), none, none, none, np.empty(0, np.uint8))
+    left = np.array([3 * 4 * 1024, 3 * 1024, 3], dtype=np.int64)
+    tree.choose([[(1, NodeBest(1.0, -1, -1, False), left, None)]])
+    assert tree.children(0) == (1, 2)
+    bits = np.packbits(np.array([1, 0, 1, 0, 1, 0], dtype=bool))
+    with pytest.raises(ProtocolError, match="not the ids the enclave gave"):
+        tree.begin_level(0, np.array([2, 1]), np.zeros(1, np.int32), np.array([2], np.int32), np.array([1], np.int32),
+                         bits)
+
+
+def test_onetee_channel_is_only_for_this_training_run(small_credit):
+    """Red team (LOW-MEDIUM, cross-run unsealing): the passive party accepted any run id in the
+    channel open. Now the enclave's run must be the one the handshake named, and a run id this
+    party served before is used again only to resume it from the party's own checkpoint."""
+    from teeboost.federation import build_passive
+    from teeboost.parties.messages import Hello
+
+    federation = Federation()
+    data = small_credit[1][0]
+    served: set[str] = set()
+
+    def party():
+        return build_passive(1, data, BoostParams(), "onetee", federation.env(1, BINS_ONCE), served_runs=served)
+
+    first = party()
+    first.handle(Hello("onetee", 1, data.n_rows, 32, "run-a"))
+    first.handle(federation.channel_open(bins_once=True))  # this training's run: accepted
+    other = party()
+    other.handle(Hello("onetee", 1, data.n_rows, 32, "run-b"))
+    with pytest.raises(ProtocolError, match="set up for run 'run-a'; this training is run 'run-b'"):
+        other.handle(federation.channel_open(bins_once=True))
+    again = party()  # a later session reusing run-a, without resuming it
+    again.handle(Hello("onetee", 1, data.n_rows, 32, "run-a"))
+    with pytest.raises(ProtocolError, match="served before"):
+        again.handle(federation.channel_open(bins_once=True))
+
+
+def test_a_sealed_checkpoint_opens_only_if_the_passive_party_resumes_it(monkeypatch, tmp_path, small_credit):
+    """Red team (LOW-MEDIUM): after an interrupted run, party 1's data changed; the active host
+    resumes its own checkpoint but does not ask party 1 to resume (party 1 would refuse: its
+    data changed) and restores its enclave's sealed bins of the old data, so party 1 is never
+    asked for bins. The sealing context binds a value party 1 chose for the run and gives
+    again only when it resumes it: the old blob does not open."""
+    from teeboost.data import PartyData
+    from teeboost.parties.messages import Ack, ResumeFrom
+    from teeboost.transport.inmemory import InMemoryChannel
+
+    active, passives = small_credit
+    with pytest.raises(_Stop):
+        train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE, checkpoint_dir=tmp_path,
+                    on_tree=lambda progress: (_ for _ in ()).throw(_Stop) if progress.tree_index == 1 else None)
+    old = passives[0]
+    shuffled = np.random.default_rng(3).permutation(old.n_rows)
+    changed = PartyData(old.name, old.source, old.features[shuffled], old.feature_names, ids=old.ids)
+    original = InMemoryChannel.request_all
+
+    def without_resume(self, requests):
+        if all(isinstance(m, ResumeFrom) for m in requests.values()):
+            return {p: Ack() for p in requests}
+        return original(self, requests)
+
+    monkeypatch.setattr(InMemoryChannel, "request_all", without_resume)
+    with pytest.raises(IntegrityError):
+        train_local(active, [changed], PARAMS, "onetee", options=BINS_ONCE, checkpoint_dir=tmp_path, resume=True)

@@ -93,7 +93,8 @@ def test_transcript_holds_no_passive_bin_sums_or_scores(tmp_path, small_credit, 
 def test_onetee_sums_bins_once_in_its_enclave_by_default(tmp_path, small_credit):
     """Bins-once is 1-TEE's default: each passive party seals its bins once, then receives
     from the enclave (sealed) each tree's rows and each level's partitions and sends back
-    nothing to sum; no masked gradients and no node rows travel in the clear."""
+    nothing to sum, only a sealed acknowledgement of each (in the reply it already sent, so
+    no round trip is added); no masked gradients and no node rows travel in the clear."""
     assert ProtocolOptions().onetee_bins_once
     active, passives = small_credit
     path = tmp_path / "run.tbt"
@@ -103,8 +104,12 @@ def test_onetee_sums_bins_once_in_its_enclave_by_default(tmp_path, small_credit)
     received = [r.message for r in records if r.kind == RECEIVED]
     assert not any(type(m).__name__ in ("MaskedGradients", "HistogramRequest") for m in sent)
     assert {m.kind for m in sent if isinstance(m, SealedMessage)} == {"bins", "rows", "level"}
-    assert [m.kind for m in received if isinstance(m, SealedMessage)] == ["bins"]  # once per run
-    levels = [m for m in sent if isinstance(m, SealedMessage) and m.kind == "level"]
+    to_enclave = [m for m in received if isinstance(m, SealedMessage)]
+    assert [m.kind for m in to_enclave if m.kind != "ack"] == ["bins"]  # once per run
+    from_enclave = [m for m in sent if isinstance(m, SealedMessage) and m.kind in ("rows", "level")]
+    acks = [m for m in to_enclave if m.kind == "ack"]
+    assert len(acks) == len(from_enclave) and all(len(m.record) < 400 for m in acks)  # one small ack per record
+    levels = [m for m in from_enclave if m.kind == "level"]
     assert len(levels) == PARAMS.n_trees * PARAMS.max_depth
 
 

@@ -38,6 +38,7 @@ class NodeRows:
         self._parent: dict[int, int] = {}
         self._sibling: dict[int, int] = {}
         self._values: dict[int, tuple[np.ndarray, ...]] = {}
+        self._used: set[int] = set()  # every node id of this tree so far, split nodes' included
         self._scratch: np.ndarray | None = None  # a flag per row, for checking left row lists
 
     def set_root(self, rows: np.ndarray, values: tuple[np.ndarray, ...] = ()) -> None:
@@ -45,6 +46,7 @@ class NodeRows:
         self._rows = {0: np.asarray(rows, dtype=np.int64)}
         self._parent = {0: -1}
         self._sibling = {0: -1}
+        self._used = {0}
         if any(np.shape(v) != self._rows[0].shape for v in values):
             raise ProtocolError("values must be aligned with the root's rows")
         self._values = {0: tuple(values)} if values else {}
@@ -115,8 +117,11 @@ class NodeRows:
         return self._record(node, left, right, went_left)
 
     def _check_children(self, node: int, left: int, right: int) -> None:
-        if left in self._rows or right in self._rows or left == right:
-            raise ProtocolError(f"children {left}/{right} of node {node} already exist")
+        """Children are new node ids: never one in use or already split (a reused id would
+        make a parent cycle, and ``depth`` would never return), never negative."""
+        if left in self._used or right in self._used or left == right or left < 0 or right < 0:
+            raise ProtocolError(f"children {left}/{right} of node {node} already exist in this tree "
+                                "(node ids are never reused)")
 
     def _record(self, node: int, left: int, right: int, went_left: np.ndarray) -> np.ndarray:
         went_right = ~went_left
@@ -130,6 +135,7 @@ class NodeRows:
                 lefts.append(part_left)
                 rights.append(part_right)
             self._values[left], self._values[right] = tuple(lefts), tuple(rights)
+        self._used.update((left, right))
         self._parent[left] = self._parent[right] = node
         self._sibling[left], self._sibling[right] = right, left
         return self._rows[right]

@@ -52,6 +52,7 @@ class PassiveService:
         self.party: PassiveParty | None = None
         self.server: PartyServer | None = None
         self.run_id = ""
+        self._served_runs: set[str] = set()  # training run ids served by this process (Hello)
         self._source: tuple[int, int] | None = None
         self._aligned: dict[str, PartyData] = {}
         # what this process served, for the report it prints when it stops
@@ -187,7 +188,8 @@ class PassiveService:
         train = aligned.take(msg.train)
         self.party = build_passive(self.config.index, train, params, msg.protocol, env,
                                    valid=aligned.take(msg.valid) if msg.valid.size else None,
-                                   checkpoint=self._checkpoint_file(), policy=self.policy)
+                                   checkpoint=self._checkpoint_file(), policy=self.policy,
+                                   served_runs=self._served_runs)
         self.party.add_dataset("test", aligned.take(msg.test).conform(
             self.party.feature_names, self.party.vocabularies, "the model").features)
         self.audit.write("setup", run_id=self.run_id, peer=self.peer, protocol=msg.protocol,

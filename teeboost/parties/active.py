@@ -21,10 +21,10 @@ __all__ = ["FederatedOracle", "handshake", "discard_trees", "NotingFinder", "not
            "announce_model"]
 
 
-def handshake(channel: Channel, protocol: str, n_rows: int, max_bin: int) -> dict[int, HelloReply]:
-    """Agree on protocol, row count and binning with every passive party."""
+def handshake(channel: Channel, protocol: str, n_rows: int, max_bin: int, run_id: str = "") -> dict[int, HelloReply]:
+    """Agree on protocol, row count and binning with every passive party, and name the run."""
     replies = channel.request_all(
-        {p: Hello(protocol, p, n_rows, max_bin) for p in channel.parties}
+        {p: Hello(protocol, p, n_rows, max_bin, run_id) for p in channel.parties}
     )
     for party, reply in replies.items():
         if reply.n_rows != n_rows:

@@ -19,12 +19,14 @@ __all__ = [
 @message
 @dataclass(frozen=True)
 class Hello:
-    """Active -> passive: the protocol and binning both sides must agree on."""
+    """Active -> passive: the protocol and binning both sides must agree on, and the run id of
+    this training (fresh, or the one a ``ResumeFrom`` that follows continues)."""
 
     protocol: str
     party_index: int
     n_rows: int
     max_bin: int
+    run_id: str = ""
 
 
 @message

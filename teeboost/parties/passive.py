@@ -46,6 +46,7 @@ class PassiveParty:
         policy: Policy | None = None,
         max_depth: int | None = None,
         vocabularies: dict | None = None,
+        served_runs: set[str] | None = None,
     ) -> None:
         self.index = index
         self.vocabularies = dict(vocabularies or {})  # its categorical features' codes
@@ -67,6 +68,10 @@ class PassiveParty:
         self._datasets: dict[str, np.ndarray] = {}
         self._visits: dict[str, dict[int, np.ndarray]] = {}  # dataset -> tree -> records asked per row
         self._handled = tuple(getattr(protocol, "handles", ()))
+        self.run_id: str | None = None  # of this training, from the active party's Hello
+        # training run ids this party served (shared by a deployed party's runs): one may be
+        # used again only to resume it from this party's own checkpoint
+        self.served_runs: set[str] = served_runs if served_runs is not None else set()
         if hasattr(protocol, "bind_policy"):  # partitions and enclave criteria are checked where they arise
             protocol.bind_policy(self.name, self.policy, self.max_depth)
 
@@ -157,6 +162,11 @@ class PassiveParty:
         categorical = self.columns.bins.categorical_mask
         if self.protocol_name == "strict":  # bin counts go only into this party's own enclave
             bins, categorical = np.zeros_like(bins), np.zeros_like(categorical)
+        self.run_id = msg.run_id
+        bind = getattr(self.protocol, "bind_run", None)  # 1-TEE: the enclave's run must be this one
+        if bind is not None:
+            bind(msg.run_id, served=msg.run_id in self.served_runs)
+        self.served_runs.add(msg.run_id)
         return HelloReply(self.name, self.columns.n_rows, bins, categorical)
 
     def _checkpoint_path(self) -> Path:
@@ -166,15 +176,22 @@ class PassiveParty:
 
     def _save_checkpoint(self, msg: SaveCheckpoint) -> Ack:
         path = self._checkpoint_path()
+        if msg.run_id != self.run_id:
+            raise ProtocolError(f"party {self.name!r} trains run {self.run_id!r}, not {msg.run_id!r}")
         if msg.n_trees < 0 or any(r.tree >= msg.n_trees for _, r in self.owner.items()):
             raise ProtocolError(f"party {self.name!r} holds split records beyond tree {msg.n_trees - 1}")
         sealed = getattr(self.protocol, "sealed_state", None)
+        token = getattr(self.protocol, "resume_token", None)
         PassiveCheckpoint(msg.run_id, self.fingerprint, msg.n_trees, self.owner,
-                          sealed() if sealed is not None else None).save(path)
+                          sealed() if sealed is not None else None,
+                          token() if token is not None else None).save(path)
         return Ack()
 
     def _resume(self, msg: ResumeFrom) -> Ack:
         path = self._checkpoint_path()
+        if self.run_id is None or msg.run_id != self.run_id:
+            raise ProtocolError(f"party {self.name!r} was told run {self.run_id!r} in the handshake; it resumes "
+                                "only that run")
         saved = PassiveCheckpoint.load(path, len(self.feature_names))
         if saved.run_id != msg.run_id:
             raise CheckpointError(f"party {self.name!r}: {path} belongs to another run")
@@ -188,6 +205,11 @@ class PassiveParty:
             if saved.sealed_enclave is None:
                 raise CheckpointError(f"party {self.name!r}: {path} holds no sealed enclave state to resume from")
             restore(saved.sealed_enclave, msg.n_trees)
+        resume_with = getattr(self.protocol, "resume_with", None)
+        if resume_with is not None:
+            if saved.resume_token is None:
+                raise CheckpointError(f"party {self.name!r}: {path} holds no sealing value to resume this run with")
+            resume_with(msg.run_id, saved.resume_token)
         saved.owner.rewind(msg.n_trees)
         self.owner = saved.owner
         if self.columns is not None:

@@ -13,7 +13,7 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 
 __all__ = [
-    "EnclaveInit", "run_context", "partition_digest", "masked_digest", "PartyMeta", "LevelIn", "EnclaveColumns", "SealedRecords", "CandidatesIn",
+    "EnclaveInit", "run_context", "partition_digest", "masked_digest", "record_digest", "RecordAck", "PartyMeta", "LevelIn", "EnclaveColumns", "SealedRecords", "CandidatesIn",
     "Chosen", "ApplyIn", "Applied", "TreeGradients", "Candidates", "TreeRows", "OwnSplitsIn",
     "pack_records", "record_parts", "unpack_records", "record_views",
 ]
@@ -79,15 +79,38 @@ def masked_digest(tree: int, rows: np.ndarray, g: np.ndarray, h: np.ndarray) -> 
     return digest.digest()
 
 
+def record_digest(frame) -> bytes:
+    """SHA-256 of the plaintext of a record the 1-TEE enclave sealed to a passive party: what
+    the party's acknowledgement names (``RecordAck``)."""
+    return hashlib.sha256(b"teeboost-record-ack-v1|" + bytes(frame)).digest()
+
+
 @message
 @dataclass(frozen=True)
 class PartyMeta:
     """Inside the first record of a passive party's channel (1-TEE): the bin count of each of
-    its features, from the party itself (never from the active host)."""
+    its features, from the party itself (never from the active host); a value it chose for
+    this run, which the enclave binds into the sealing context of its checkpoints (the party
+    keeps it in its own checkpoint and gives it again only when it resumes this run); and the
+    limits the enclave enforces for it (0: none)."""
 
     n_rows: int
+    seal_salt: bytes  # 32 bytes
+    max_trees: int  # trees of the run, counted by index
+    max_depth: int  # levels per tree
     n_value_bins: np.ndarray = array_field("int64", 1)
     categorical: np.ndarray = array_field("bool", 1)  # features split into category subsets
+
+
+@message
+@dataclass(frozen=True)
+class RecordAck:
+    """Inside a record, passive party -> 1-TEE enclave (bins-once): "I received and accept
+    your last record" (``record_digest`` of its plaintext). The enclave computes nothing more
+    over this party's bins until it has one for its last record."""
+
+    tree: int
+    digest: bytes
 
 
 @message
@@ -286,10 +309,13 @@ class OwnSplitsIn:
 @message
 @dataclass(frozen=True)
 class SplitLocators:
-    """Inside a record, active enclave -> winning passive party: which of its splits won."""
+    """Inside a record, active enclave -> winning passive party: which of its splits won, and
+    the ids the enclave gave the children of each (the host's request must name the same)."""
 
     tree: int
     nodes: np.ndarray = array_field("int32", 1)
+    lefts: np.ndarray = array_field("int32", 1)
+    rights: np.ndarray = array_field("int32", 1)
     features: np.ndarray = array_field("int32", 1)
     bins: np.ndarray = array_field("int64", 1)  # threshold bin, or category mask of a categorical feature
     default_left: np.ndarray = array_field("bool", 1)

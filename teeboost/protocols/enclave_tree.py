@@ -135,8 +135,9 @@ class CheckedTree:
         self._used = {0}  # every node id of this tree so far (split nodes' rows are dropped)
         self._open = {0}  # nodes this level may ask about
         self._level: list[int] = []
-        # node -> (winner, left sums it promised, partition digest of its left set or None for the host's own)
-        self._chosen: dict[int, tuple[int, np.ndarray, bytes | None]] = {}
+        # node -> (winner, left sums it promised, partition digest of its left set or None for the host's own,
+        #          the (left, right) ids its children get)
+        self._chosen: dict[int, tuple[int, np.ndarray, bytes | None, tuple[int, int]]] = {}
 
     @property
     def nodes(self) -> NodeRows:
@@ -174,9 +175,13 @@ class CheckedTree:
         ids = [int(x) for x in split_lefts] + [int(x) for x in split_rights]
         if len(set(ids)) != len(ids) or any(i in self._used for i in ids):
             raise ProtocolError("the announced children reuse node ids")
+        for node, left_id, right_id in zip(split_nodes, split_lefts, split_rights):
+            if self._chosen[int(node)][3] != (int(left_id), int(right_id)):
+                raise ProtocolError(f"the children announced for node {int(node)} are not the ids the enclave gave "
+                                    "its split")
         sums = []
         for node, went_left, bits in zip(split_nodes, masks, bit_chunks(sizes, split_bits)):
-            winner, promised, digest = self._chosen[int(node)]  # every check before any change
+            winner, promised, digest, _ = self._chosen[int(node)]  # every check before any change
             actual = self._store.left_sums(int(node), went_left)
             if not np.array_equal(actual, promised) or (digest is not None and partition_digest(bits) != digest):
                 raise ProtocolError(f"the partition of node {int(node)} is not the split party {winner} won "
@@ -214,10 +219,12 @@ class CheckedTree:
                ) -> tuple[np.ndarray, np.ndarray]:
         """Winner per node (-1: none) and its gain; remembers what each winner promised: left
         sums, and for passive winners the ``partition_digest`` of its left set (or a function
-        that computes it, called for winners only)."""
+        that computes it, called for winners only). Each split's children get the next unused
+        ids, two per split in level order, as the grower numbers them (``children``)."""
         n = len(self._level)
         parties = np.full(n, -1, dtype=np.int32)
         gains = np.zeros(n, dtype=np.float64)
+        next_id = max(self._used) + 1
         for i, (node, options) in enumerate(zip(self._level, candidates)):
             promised = {party: (sums, digest) for party, _, sums, digest in options}
             winner = pick_global_best([(party, best) for party, best, _, _ in options])
@@ -225,8 +232,17 @@ class CheckedTree:
                 continue
             parties[i], gains[i] = winner[0], winner[1].gain
             sums, digest = promised[winner[0]]
-            self._chosen[node] = (winner[0], np.asarray(sums, dtype=np.int64), digest() if callable(digest) else digest)
+            self._chosen[node] = (winner[0], np.asarray(sums, dtype=np.int64), digest() if callable(digest) else digest,
+                                  (next_id, next_id + 1))
+            next_id += 2
         return parties, gains
+
+    def children(self, node: int) -> tuple[int, int]:
+        """The ids the children of a node chosen at this level get (refused for any other node)."""
+        try:
+            return self._chosen[node][3]
+        except KeyError:
+            raise ProtocolError(f"node {node} was not chosen for a split at this level") from None
 
     def check_gain(self, party: int, index: int, claimed: float, left: np.ndarray) -> NodeBest:
         """A peer's score must be the gain of the left sums it promised, by the one formula."""

@@ -87,7 +87,7 @@ class SealedMessage:
     record to its enclave without copying it."""
 
     tree: int
-    kind: str  # "gradients", "level", "candidates", "bins", "rows", "sums"
+    kind: str  # "gradients", "level", "candidates", "bins", "rows", "sums", "ack"
     record: np.ndarray = array_field("uint8", 1)  # bytes are accepted when building one
 
 

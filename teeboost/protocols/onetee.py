@@ -13,10 +13,18 @@ feature x bin with wrap-around arithmetic and seals the sums with the index sets
 the enclave removes the pads and checks. Either way the enclave scores all splits and releases
 only the winner. The active host sees sealed records, winners and left instance sets; the
 winning passive party alone learns which of its splits won.
+
+Passive parties keep control of what is computed over their bins: in bins-once runs each
+acknowledges every record the enclave seals to it (in the reply it sends anyway), only within
+its policy, and the enclave computes no level before it has every party's acknowledgement of
+its last record. The channel opens only for the run the handshake named; each party's sealing
+value (kept in its own checkpoint) lets the enclave's checkpoint open only in a run the party
+resumed.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -24,8 +32,9 @@ import numpy as np
 
 from ..core.histogram import plan_level
 from ..core.split import N_CRITERIA, SplitCriteria
-from ..errors import ProtocolError
+from ..errors import CheckpointError, ProtocolError
 from ..parties.messages import Ack
+from ..policy import PolicyRefused
 from ..tee.channel import ChannelInitiator, SecureChannel, party_statement
 from ..tee.quote import QuoteVerifier
 from ..transport import serde
@@ -85,7 +94,7 @@ class SealedSplitRequest:
 
     tree: int
     nodes: np.ndarray = array_field("int32", 1)
-    lefts: np.ndarray = array_field("int32", 1)
+    lefts: np.ndarray = array_field("int32", 1)  # must be the ids sealed in the record
     rights: np.ndarray = array_field("int32", 1)
     record: bytes
 
@@ -114,6 +123,7 @@ class OneTeeActive(ActiveSplitting):
         self._sealed: tuple[str, bytes] | None = None
         self._locators: dict[int, bytes] = {}
         self._gradients_in: bytes | None = None  # bins-once: this tree's, until the root's level
+        self._acks: dict[int, np.ndarray] = {}  # bins-once: passive acknowledgements of the last level's records
         self.timer["enclave setup"] = time.perf_counter() - started
 
     def _collect_bins(self) -> None:
@@ -186,14 +196,32 @@ class OneTeeActive(ActiveSplitting):
 
     def _level_exchange(self, level: bytes) -> None:
         """The enclave's side of a level: the tree's gradients first if it just began (each
-        passive party gets the tree's rows), then the level (each gets its partitions)."""
+        passive party gets the tree's rows), then the level (each gets its partitions). Each
+        passive party answers each record with a sealed acknowledgement, without which the
+        enclave computes nothing more: the last level's before a tree or level, the rows'
+        before the tree's first level."""
         gradients, self._gradients_in = self._gradients_in, None
         if gradients is not None:
+            self._pass_acks()
             records = em.record_views(self.enclave.ecall("gradients", gradients))
             del gradients
-            self.channel.request_all({p: SealedMessage(self._tree, "rows", r) for p, r in records.items()})
+            self._acks = self._acknowledged("rows", self.channel.request_all(
+                {p: SealedMessage(self._tree, "rows", r) for p, r in records.items()}))
+        self._pass_acks()
         records = em.record_views(self.enclave.ecall("level", level))
-        self.channel.request_all({p: SealedMessage(self._tree, "level", r) for p, r in records.items()})
+        self._acks = self._acknowledged("level", self.channel.request_all(
+            {p: SealedMessage(self._tree, "level", r) for p, r in records.items()}))
+
+    def _acknowledged(self, kind: str, replies: dict) -> dict[int, np.ndarray]:
+        for party, reply in replies.items():
+            if not isinstance(reply, SealedMessage) or reply.kind != "ack" or reply.tree != self._tree:
+                raise ProtocolError(f"party {party} did not acknowledge the enclave's {kind} record")
+        return {p: r.record for p, r in replies.items()}
+
+    def _pass_acks(self) -> None:
+        if self._acks:
+            acks, self._acks = self._acks, {}
+            self.enclave.ecall("acks", em.pack_records({p: bytes(r) for p, r in acks.items()}))
 
     def _split_request(self, party, splits, children):
         record = self._locators.pop(party, None)
@@ -230,11 +258,52 @@ class OneTeePassive(PassiveScoring):
         self._masked: tuple[np.ndarray, np.ndarray] | None = None
         self._cached: set[int] = set()
         self.width = columns.bins.max_bin + 1
+        self._run_id: str | None = None  # this training's (Hello), which the enclave's must be
+        self._run_served = False  # that id was served before: only a resume may use it again
+        self._resumed = False
+        # chosen here for this run, sealed to the enclave, bound into its checkpoints' sealing context:
+        # kept in this party's checkpoint and given again only when this party resumes the run
+        self._seal_salt = os.urandom(32)
+
+    def bind_run(self, run_id: str, served: bool) -> None:
+        """The run id of this training, from the handshake (``served``: used before)."""
+        self._run_id, self._run_served, self._resumed = run_id, served, False
+
+    def resume_with(self, run_id: str, token: bytes) -> None:
+        """This party accepted to resume ``run_id`` from its own checkpoint: the enclave may
+        open what it sealed in that run (it is given the same sealing value again)."""
+        if self._channel is not None or self._initiator is not None:
+            raise ProtocolError("a run is resumed before the enclave channel opens, not after")
+        if len(token) != 32 or run_id != self._run_id:
+            raise CheckpointError("the checkpoint's sealing value does not belong to this run")
+        self._seal_salt, self._resumed = bytes(token), True
+
+    def resume_token(self) -> bytes:
+        return self._seal_salt
+
+    def _limits(self) -> tuple[int, int]:
+        """(trees, levels per tree) this party allows, 0 for no limit: what the enclave enforces."""
+        depths = [d for d in (self._max_depth, self._policy.max_depth) if d is not None]
+        return self._policy.max_trees or 0, min(depths) if depths else 0
+
+    def _check_new_tree(self, tree: int) -> None:
+        """Trees are grown once each, in increasing order, and no more than the policy allows."""
+        trees = self._limits()[0]
+        if tree <= self._tree:
+            raise ProtocolError(f"tree {tree} after tree {self._tree}: trees are grown once each, in order")
+        if trees and tree >= trees:
+            raise PolicyRefused(self._party, "max_trees", f"tree {tree} (trees count from 0) is beyond {trees} trees")
 
     def _begin_tree(self, msg):
         if isinstance(msg, ChannelOpen):
             if self._channel is not None or self._initiator is not None:
                 raise ProtocolError("the enclave channel of this run is already open")
+            if not self._run_id or msg.run_id != self._run_id:
+                raise ProtocolError(f"the active party's enclave was set up for run {msg.run_id!r}; this training "
+                                    f"is run {self._run_id!r} (named in the handshake)")
+            if self._run_served and not self._resumed:
+                raise ProtocolError(f"run {msg.run_id!r} was served before: its id is used again only to resume it "
+                                    "from this party's checkpoint")
             check_party_keys(self.env, msg.party_keys, "the active party's enclave")
             if msg.max_bin != self.columns.bins.max_bin or msg.aes_bits != self._aes_bits:
                 raise ProtocolError(f"the active party's enclave was set up for max_bin={msg.max_bin}, "
@@ -258,7 +327,8 @@ class OneTeePassive(PassiveScoring):
             self._channel = channel
             signature = self.identity.sign(party_statement("initiator", self.index, self._context,
                                                            channel.handshake_hash))
-            meta = serde.encode(em.PartyMeta(self.columns.n_rows, self.columns.bins.n_value_bins.astype(np.int64),
+            meta = serde.encode(em.PartyMeta(self.columns.n_rows, self._seal_salt, *self._limits(),
+                                             self.columns.bins.n_value_bins.astype(np.int64),
                                              self.columns.bins.categorical_mask))
             return EnclaveFinish(final, signature, channel.seal(meta))
         if self._channel is None:
@@ -277,6 +347,7 @@ class OneTeePassive(PassiveScoring):
             g = np.zeros(n_rows, dtype=np.uint64)
             h = np.zeros(n_rows, dtype=np.uint64)
             g[rows], h[rows] = msg.g, msg.h
+            self._check_new_tree(msg.tree)
             self._masked = (g, h)
             self._received = em.masked_digest(msg.tree, rows, msg.g, msg.h)
             self._cached = set()
@@ -293,7 +364,9 @@ class OneTeePassive(PassiveScoring):
 
     def _from_enclave(self, msg: SealedMessage):
         """Bins-once: the party's bins, once; then from the enclave, sealed, each tree's rows
-        and each level's partitions (nothing to sum: the enclave holds the bins)."""
+        and each level's partitions (nothing to sum: the enclave holds the bins), each
+        acknowledged, sealed, only once this party's policy allows it: without that the
+        enclave computes nothing more over this party's bins."""
         if not self._bins_once:
             raise ProtocolError("bin assignments were not agreed for this run")
         if msg.kind == "bins":
@@ -301,18 +374,38 @@ class OneTeePassive(PassiveScoring):
                                              self.columns.bins.categorical_mask,
                                              self.columns.binned_by_feature.astype(np.uint16)))
             return SealedMessage(-1, "bins", self._channel.seal(frame))
-        opened = serde.decode(self._channel.open(msg.record))
+        frame = self._channel.open(msg.record)
+        opened = serde.decode(frame)
         if msg.kind == "rows" and isinstance(opened, em.TreeRows) and opened.tree == msg.tree:
             n_rows = self.columns.n_rows
             if opened.n_rows != n_rows:
                 raise ProtocolError(f"the enclave's tree has {opened.n_rows} rows; this party holds {n_rows}")
+            self._check_new_tree(opened.tree)
             (rows,) = decode_row_sets(opened.row_encoding, opened.row_offsets, opened.row_payload, n_rows, "tree rows")
             self._open_tree(opened.tree, rows)
-            return Ack()
+            return self._acknowledge(frame)
         if msg.kind == "level" and isinstance(opened, HistogramRequest) and opened.tree == msg.tree:
-            self._enter_level(opened)
-            return Ack()
+            nodes = self._enter_level(opened)
+            self._check_level(opened, nodes)
+            return self._acknowledge(frame)
         raise ProtocolError(f"unexpected sealed {msg.kind!r} record from the enclave")
+
+    def _check_level(self, request: HistogramRequest, nodes: list[int]) -> None:
+        """Within this party's policy: every partition it is shown at least k rows a side,
+        every node of the level above the depth it allows."""
+        for left, right in zip(request.split_lefts.tolist(), request.split_rights.tolist()):
+            n_left, n_right = self._node_rows.size(left), self._node_rows.size(right)
+            self._policy.check_partition(self._party, n_left + n_right, n_left)
+        depth = self._limits()[1]
+        if depth:
+            for node in nodes:
+                if self._node_rows.depth(node) >= depth:
+                    raise PolicyRefused(self._party, "max_depth", f"node {node} of tree {self._tree} is at depth "
+                                        f"{self._node_rows.depth(node)}; trees of this run have at most {depth} levels")
+
+    def _acknowledge(self, frame) -> SealedMessage:
+        ack = em.RecordAck(self._tree, em.record_digest(frame))
+        return SealedMessage(self._tree, "ack", self._channel.seal(serde.encode(ack)))
 
     def _level(self, nodes, node_rows):
         plan = plan_level(nodes, node_rows, self._cached)
@@ -343,8 +436,10 @@ class OneTeePassive(PassiveScoring):
             raise ProtocolError("split request for a tree that is not open")
         locators = serde.decode(self._channel.open(msg.record))
         if not isinstance(locators, em.SplitLocators) or locators.tree != self._tree \
-                or not np.array_equal(locators.nodes, msg.nodes):
-            raise ProtocolError("the sealed split locators do not match the split request")
+                or not np.array_equal(locators.nodes, msg.nodes) or not np.array_equal(locators.lefts, msg.lefts) \
+                or not np.array_equal(locators.rights, msg.rights):
+            raise ProtocolError("the sealed split locators (nodes and the ids of their children) do not match the "
+                                "split request")
         n = msg.nodes.size
-        return self._split(SplitRequest(msg.tree, msg.nodes, msg.lefts, msg.rights, locators.features,
+        return self._split(SplitRequest(msg.tree, locators.nodes, locators.lefts, locators.rights, locators.features,
                                         locators.bins, locators.default_left, np.zeros(n, dtype=np.uint64)))

@@ -88,6 +88,23 @@ def test_a_split_node_hands_its_rows_to_its_children():
         nodes.split_mask(0, 5, 6, went_left)  # a split node is never split again
 
 
+def test_node_ids_are_never_reused():
+    """Red team: a node already split (here the root) named as a child made a parent cycle,
+    and ``depth`` (the passive party's depth check) never returned: a host could hang a party."""
+    from teeboost.errors import ProtocolError
+
+    nodes = NodeRows(10)
+    nodes.set_root(np.arange(6))
+    nodes.split_mask(0, 1, 2, np.array([True, True, True, False, False, False]))
+    for left, right in ((0, 3), (3, 0), (2, 3), (-1, 3)):
+        with pytest.raises(ProtocolError, match="already exist"):
+            nodes.split_mask(1, left, right, np.array([True, False, True]))
+    nodes.split_mask(1, 3, 4, np.array([True, False, True]))
+    assert nodes.depth(3) == 2 and nodes.depth(2) == 1
+    nodes.set_root(np.arange(6))  # a new tree numbers from the root again
+    nodes.split_mask(0, 1, 2, np.array([True, True, True, False, False, False]))
+
+
 @pytest.mark.parametrize("packed", [False, True], ids=["int64", "packed"])
 def test_gradients_travelling_with_node_rows_give_the_same_histograms(packed):
     """An enclave that keeps each node's (g, h) with its rows (nothing by dataset row, as int64

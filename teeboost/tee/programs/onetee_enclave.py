@@ -12,11 +12,22 @@ It learns each passive party's histograms in one of two ways, chosen for the run
   that produced them; the enclave subtracts the pads of each index set, checks every bin sum
   against the true gradients it holds and derives sibling nodes only along its own tree.
 Either way it scores every split of every party and releases only the winner per node: to its
-host the winning party and gain, to the winning passive party (sealed) its feature and bin.
+host the winning party and gain, to the winning passive party (sealed) its feature, bin and the
+ids its children get.
+
+Passive parties stay in control of how much is computed over their bins: in bins-once runs the
+enclave computes no level (the first of a tree included) and starts no tree until every
+passive party has acknowledged, in a record over its own channel, the enclave's last record
+to it (the tree's rows, or the last level's partitions), which it does only within its policy;
+and whatever they acknowledge, tree indices only increase and a tree has at most as many
+levels and the run at most as many trees as the strictest party's limits (sealed by each
+party in its first record).
 
 What it does not take from the host: a party's identity (pinned keys sign each handshake,
-once per run), a party's bin counts (sealed by the party), node rows (its own ``CheckedTree``),
-its own candidates' gains (computed here from left sums), the sealing context (the run's).
+once per run), a party's bin counts and limits (sealed by the party), node rows and child ids
+(its own ``CheckedTree``), its own candidates' gains (computed here from left sums), the
+sealing context (the run's, with a value each passive party chose and sealed: a checkpoint
+opens only in a run whose parties resumed it).
 """
 
 import os
@@ -49,7 +60,8 @@ def _expect(frame, cls):
 
 def ecall_init(rt, payload):
     start_session(rt, _expect(payload, m.EnclaveInit), PROTOCOL, role="active")
-    rt.state.update(responders={}, bins={}, builders={}, meta={}, cache={}, owners={})
+    rt.state.update(responders={}, bins={}, builders={}, meta={}, cache={}, owners={}, salts={}, limits={},
+                    outstanding={}, last_tree=-1, levels=0)
     return b""
 
 
@@ -79,8 +91,13 @@ def ecall_finish_responder(rt, payload):
     if bins.size == 0 or np.any(bins < 1) or np.any(bins > current.max_bin) or meta.n_rows < 1 \
             or meta.categorical.shape != bins.shape or np.any(meta.categorical & (bins > MAX_CATEGORY_BINS)):
         raise ProtocolError(f"party {party} reported invalid bin counts")
+    if len(meta.seal_salt) != 32 or meta.max_trees < 0 or meta.max_depth < 0:
+        raise ProtocolError(f"party {party} sent an invalid sealing value or limits")
     rt.state["meta"][party] = (int(meta.n_rows), bins.copy())
     rt.state.setdefault("categorical", {})[party] = meta.categorical.copy()
+    rt.state["salts"][party] = bytes(meta.seal_salt)
+    rt.state["limits"][party] = (int(meta.max_trees), int(meta.max_depth))
+    rt.state["outstanding"][party] = None
     return b""
 
 
@@ -114,21 +131,30 @@ def ecall_bins_once(rt, payload):
     return b""
 
 
+def _checkpoint_context(rt):
+    """The run context (derived here from the attested init) and the value every passive
+    party chose for this run and sealed to this enclave (kept in its own checkpoint, so it
+    comes back only when the party itself resumes the run)."""
+    current = session(rt)
+    current.require_all_peers()
+    salts = b"".join(p.to_bytes(4, "big") + rt.state["salts"][p] for p in current.peers)
+    return b"teeboost-checkpoint/onetee/v2/" + current.context + salts
+
+
 def ecall_checkpoint(rt, payload):
     """Seal what only this enclave holds and a resumed run needs: the passive parties' bin
-    assignments (bins-once), bound to this measurement, platform and run context (derived
-    here from the attested init, never chosen by the host)."""
-    current = session(rt)
+    assignments (bins-once), bound to this measurement, platform, run context and the
+    passive parties' sealing values (never chosen by the host)."""
     records = {p: serde.encode(m.BinsOnce(rt.state["meta"][p][1], rt.state["categorical"][p], rt.state["bins"][p]))
                for p in sorted(rt.state["bins"])}
-    return rt.seal(m.pack_records(records), b"teeboost-checkpoint/onetee/" + current.context)
+    return rt.seal(m.pack_records(records), _checkpoint_context(rt))
 
 
 def ecall_restore(rt, blob):
-    """Unseal a checkpoint of this run (IntegrityError if it is another run's or altered) and
-    validate it like fresh input against the parties' own reports of this run."""
-    current = session(rt)
-    records = m.unpack_records(rt.unseal(blob, b"teeboost-checkpoint/onetee/" + current.context))
+    """Unseal a checkpoint of this run (IntegrityError if it is another run's, one a passive
+    party did not resume, or altered) and validate it like fresh input against the parties'
+    own reports of this run."""
+    records = m.unpack_records(rt.unseal(blob, _checkpoint_context(rt)))
     restored = {}
     for party, frame in records.items():
         if party not in rt.state["meta"]:
@@ -141,16 +167,68 @@ def ecall_restore(rt, blob):
     return np.array(sorted(restored), dtype=np.int64).tobytes()
 
 
+def _limit(rt, which):
+    """The strictest passive party's limit (0: none): which = 0 for trees, 1 for depth."""
+    limits = [lim[which] for lim in rt.state["limits"].values() if lim[which] > 0]
+    return min(limits) if limits else 0
+
+
+def _require_acks(rt, what):
+    """Nothing is computed over passive bins while a party has not acknowledged the enclave's
+    last record to it (the tree's rows or the last level's partitions)."""
+    waiting = [p for p, digest in sorted(rt.state["outstanding"].items()) if digest is not None]
+    if waiting:
+        raise ProtocolError(f"parties {waiting} have not acknowledged the enclave's last record to them: "
+                            f"no {what} before they do")
+
+
+def ecall_acks(rt, payload):
+    """Passive parties' acknowledgements (RecordAck, each sealed by its party) of the
+    enclave's last record to them; each must name that very record."""
+    current = session(rt)
+    outstanding = rt.state["outstanding"]
+    for party, record in m.unpack_records(payload).items():
+        if outstanding.get(party) is None:
+            raise ProtocolError(f"party {party} acknowledged a record the enclave did not send it")
+        ack = _expect(current.channel(party).open(record), m.RecordAck)
+        if ack.digest != outstanding[party]:
+            raise ProtocolError(f"party {party} acknowledged another record than the enclave's last to it")
+        outstanding[party] = None
+    return b""
+
+
+def _seal_expecting_ack(rt, party, frame, digest=None):
+    """Seal ``frame`` to ``party``; it must acknowledge it (``digest``: its ``record_digest``)
+    before anything more is computed."""
+    rt.state["outstanding"][party] = digest or m.record_digest(frame)
+    return session(rt).channel(party).seal(frame)
+
+
+def _count_level(rt):
+    """At most the strictest party's depth of levels per tree."""
+    depth = _limit(rt, 1)
+    if depth and rt.state["levels"] >= depth:
+        raise ProtocolError(f"a tree of at most {depth} levels (a passive party's limit) asked for level "
+                            f"{rt.state['levels'] + 1}")
+    rt.state["levels"] += 1
+
+
 def _new_tree(rt, payload, mode):
     """This tree's gradients from the host (who owns the labels); the last tree's state goes
-    before this one's arrays are built."""
+    before this one's arrays are built. Tree indices only increase, within the passive
+    parties' limit."""
     current = session(rt)
     current.require_all_peers()
     msg = _expect(payload, m.TreeGradients)
     for party in current.peers:
         if rt.state["meta"][party][0] != msg.n_rows:
             raise ProtocolError(f"gradients for {msg.n_rows} rows; party {party} holds {rt.state['meta'][party][0]}")
-    rt.state.update(tree=None, pad_g=None, pad_h=None, cache={}, owners={}, bests=None, mode=mode)
+    trees = _limit(rt, 0)
+    if msg.tree <= rt.state["last_tree"] or (trees and msg.tree >= trees):
+        raise ProtocolError(f"tree {msg.tree}: trees are grown once each, in increasing order, "
+                            f"{'below ' + str(trees) if trees else 'from 0'} (after tree {rt.state['last_tree']})")
+    rt.state.update(tree=None, pad_g=None, pad_h=None, cache={}, owners={}, bests=None, mode=mode,
+                    last_tree=int(msg.tree), levels=0)
     for builder in rt.state["builders"].values():
         builder.end_tree()
     tree = CheckedTree.from_message(msg, current.criteria)
@@ -206,7 +284,9 @@ def _release(rt, tree, nodes, candidates, bests):
             won.setdefault(int(party), []).append((nodes[i], bests[int(party)][i]))
     sealed = {}
     for party, splits in won.items():
+        children = np.array([tree.children(n) for n, _ in splits], dtype=np.int32).reshape(-1, 2)
         frame = serde.encode(m.SplitLocators(tree.tree, np.array([n for n, _ in splits], dtype=np.int32),
+                                             children[:, 0].copy(), children[:, 1].copy(),
                                              np.array([b.feature for _, b in splits], dtype=np.int32),
                                              np.array([b.bin for _, b in splits], dtype=np.int64),
                                              np.array([b.default_left for _, b in splits], dtype=bool)))
@@ -217,18 +297,21 @@ def _release(rt, tree, nodes, candidates, bests):
 # ---- bins-once: the enclave sums every passive party's histograms itself
 
 def ecall_gradients(rt, payload):
-    """This tree's gradients -> the tree's rows, sealed to each passive party."""
+    """This tree's gradients -> the tree's rows, sealed to each passive party (each must
+    acknowledge them before the tree's first level)."""
     current = session(rt)
     missing = [p for p in current.peers if p not in rt.state["bins"]]
     if missing:
         raise ProtocolError(f"parties {missing} sent no bin assignments: this run sums index sets")
+    _require_acks(rt, "new tree")
     current, tree = _new_tree(rt, payload, BINS_ONCE)
     gradients = EncodedGradients(tree.g, tree.h, tree.codec)
     for builder in rt.state["builders"].values():
         builder.begin_tree(gradients)
     encoding, offsets, rows = encode_row_sets([tree.nodes.rows(0)], tree.nodes.n_rows)
     frame = serde.encode(m.TreeRows(tree.tree, tree.nodes.n_rows, encoding, offsets, rows))
-    return m.pack_records({p: current.channel(p).seal(frame) for p in current.peers})
+    digest = m.record_digest(frame)
+    return m.pack_records({p: _seal_expecting_ack(rt, p, frame, digest) for p in current.peers})
 
 
 def ecall_level(rt, payload):
@@ -238,6 +321,8 @@ def ecall_level(rt, payload):
     current = session(rt)
     msg = _expect(payload, m.LevelIn)
     tree = _open_tree(rt, BINS_ONCE)
+    _require_acks(rt, "level")
+    _count_level(rt)
     owners = rt.state["owners"]
     sizes = [tree.size(int(node)) for node in msg.split_nodes]
     nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
@@ -245,7 +330,7 @@ def ecall_level(rt, payload):
     records, hists = {}, {}
     for party in current.peers:
         keep = [i for i, node in enumerate(msg.split_nodes) if owners.get(int(node)) != party]
-        records[party] = current.channel(party).seal(serde.encode(HistogramRequest(
+        records[party] = _seal_expecting_ack(rt, party, serde.encode(HistogramRequest(
             msg.tree, msg.nodes.astype(np.int32), msg.split_nodes[keep].astype(np.int32),
             msg.split_lefts[keep].astype(np.int32), msg.split_rights[keep].astype(np.int32),
             np.concatenate([chunks[i] for i in keep]) if keep else np.empty(0, dtype=np.uint8))))
@@ -366,6 +451,7 @@ def ecall_choose(rt, payload):
     current = session(rt)
     msg = _expect(payload, m.OneTeeChooseIn)
     tree = _open_tree(rt, INDEX_SETS)
+    _count_level(rt)
     width = current.max_bin + 1
     nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
     own = tree.own_candidates(msg.own_valid, msg.own_left)
