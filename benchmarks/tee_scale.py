@@ -232,8 +232,6 @@ def header_lines(args) -> list[str]:
         "workers), polled every 20 ms over the whole point process (data generation included; pages shared "
         "with processes outside the tree count in part); largest MB = the largest single process's peak RSS "
         "(VmHWM: ru_maxrss without the spawning process's RSS that Linux carries into it at exec)",
-        "note: the protocols' code is being optimised concurrently and the machine may be loaded by other runs; "
-        "numbers are this commit's on this machine",
     ]
 
 
