@@ -540,15 +540,21 @@ def test_bins_once_passive_party_takes_rows_and_partitions_only_from_the_enclave
             honest.handle(ntee.SealedMessage(0, "rows", b"\0" * 64))
 
 
-def test_onetee_records_to_passive_parties_cannot_be_swapped(monkeypatch, credit_parties):
-    """Three parties, bins-once: the host sends party 1 the level record sealed to party 2."""
-    active, (passive,) = credit_parties
-    rows = np.arange(2000)
+def _two_passive_parties(credit_parties):
+    """The first 2,000 rows, with the passive columns shared by two parties (2 and 3 columns)."""
     from teeboost.data import PartyData
 
+    active, (passive,) = credit_parties
+    rows = np.arange(2000)
     halves = [PartyData(f"passive-{i}", "test", passive.features[rows][:, cols],
                         tuple(passive.feature_names[c] for c in cols), ids=active.take(rows).ids)
               for i, cols in ((1, [0, 1]), (2, [2, 3, 4]))]
+    return active.take(rows), halves
+
+
+def test_onetee_records_to_passive_parties_cannot_be_swapped(monkeypatch, credit_parties):
+    """Three parties, bins-once: the host sends party 1 the level record sealed to party 2."""
+    active, halves = _two_passive_parties(credit_parties)
     original = onetee.OneTeeActive._find_summed_in_enclave
 
     def swap(self, nodes, node_rows):
@@ -567,18 +573,12 @@ def test_onetee_records_to_passive_parties_cannot_be_swapped(monkeypatch, credit
 
     monkeypatch.setattr(onetee.OneTeeActive, "_find_summed_in_enclave", swap)
     with pytest.raises(ProtocolError, match="IntegrityError"):
-        train_local(active.take(rows), halves, PARAMS, "onetee", options=BINS_ONCE)
+        train_local(active, halves, PARAMS, "onetee", options=BINS_ONCE)
 
 
 def test_reordered_and_swapped_sealed_records_are_refused(monkeypatch, credit_parties):
     """Three parties: the host swaps party 1's and party 2's records of one level."""
-    active, (passive,) = credit_parties
-    rows = np.arange(2000)
-    from teeboost.data import PartyData
-
-    halves = [PartyData(f"passive-{i}", "test", passive.features[rows][:, cols],
-                        tuple(passive.feature_names[c] for c in cols), ids=active.take(rows).ids)
-              for i, cols in ((1, [0, 1]), (2, [2, 3, 4]))]
+    active, halves = _two_passive_parties(credit_parties)
     original = onetee.OneTeeActive.find_splits
 
     def swap(self, nodes, node_rows):
@@ -597,7 +597,7 @@ def test_reordered_and_swapped_sealed_records_are_refused(monkeypatch, credit_pa
 
     monkeypatch.setattr(onetee.OneTeeActive, "find_splits", swap)
     with pytest.raises(IntegrityError):
-        train_local(active.take(rows), halves, PARAMS, "onetee", options=INDEX_SETS)
+        train_local(active, halves, PARAMS, "onetee", options=INDEX_SETS)
 
 
 # ---------------------------------------------------------------- 9. quotes from elsewhere
