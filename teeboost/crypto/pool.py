@@ -1,11 +1,14 @@
-"""Big-integer work spread over processes, with keys sent once per worker.
+"""Big-integer work spread over a party's compute backend, with keys sent once per worker.
 
-A ``CryptoPool`` starts ``workers`` processes (fresh interpreters that never import the
-caller's script: ``teeboost.workers``) that each receive the key material once in their
-initializer and, for the key holder, build the fixed-base encryption tables there. Jobs
-then carry only numbers: plaintexts as Python ints, ciphertexts as fixed-width bytes, bins as
-numpy arrays. With ``workers <= 1`` the same functions run in this process, so small jobs and
-tests skip process start-up.
+A ``CryptoPool`` runs on a ``ComputeBackend`` (``teeboost.compute``): this machine's worker
+processes (fresh interpreters that never import the caller's script: ``teeboost.workers``)
+or the party's own Ray cluster. Each worker receives the key material once, in the pool's
+initializer, and the key holder's workers build their fixed-base encryption tables there.
+Jobs then carry only numbers: plaintexts as Python ints, ciphertexts as fixed-width bytes,
+bins as numpy arrays. A passive party's per-row ciphertexts and bins are row shards
+(``RowShards``): on Ray they stay in the object store and jobs name the rows they sum. With
+one local worker the same functions run in this process, so small jobs and tests skip
+process start-up.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
+from ..compute import ComputeBackend, LocalBackend, RowShards, row_jobs, take_rows
 from ..errors import ProtocolError
-from ..workers import WorkerError, WorkerPool
+from ..workers import WorkerError
 from .schemes import private_from_numbers, public_from_numbers
 
 __all__ = ["CryptoPool", "default_workers"]
@@ -39,6 +43,11 @@ def _init(pool_id: str, scheme: str, public_numbers: dict[str, int], private_num
         _STATE[pool_id] = key
     else:
         _STATE[pool_id] = public_from_numbers(scheme, public_numbers)
+
+
+def _release(pool_id: str, *_: Any) -> None:
+    """Forget a pool's key in a worker that outlives it (Ray's shared workers)."""
+    _STATE.pop(pool_id, None)
 
 
 def _public(pool_id: str) -> Any:
@@ -75,22 +84,31 @@ def _decrypt(pool_id: str, blob: bytes) -> list[int]:
     return [int(m) for m in key.decrypt_many(_from_bytes(blob, key.public.ciphertext_bytes))]
 
 
-def _bin_sums(pool_id: str, blob: bytes, bins: np.ndarray, width: int) -> bytes:
-    """Product of ciphertexts per feature x bin: (features, width) sums as bytes."""
+def _bin_sums_rows(pool_id: str, cts: np.ndarray, ct_positions: np.ndarray | None, bins: np.ndarray,
+                   bin_positions: np.ndarray | None, width: int) -> bytes:
+    """Product of ciphertexts per feature x bin x slot over some rows of one shard.
+
+    ``cts``: (rows, slots, bytes) uint8, ``bins``: (features, rows), each either the rows
+    already gathered (positions None) or a whole shard and the rows to take from it."""
     public = _public(pool_id)
     size = public.ciphertext_bytes
     n2 = public.ciphertext_modulus
-    cts = _from_bytes(blob, size)
+    cts = take_rows(cts, ct_positions, 0)
+    bins = take_rows(bins, bin_positions, 1)
+    slots = cts.shape[1]
+    per_slot = [_from_bytes(np.ascontiguousarray(cts[:, s]).tobytes(), size) for s in range(slots)]
     out = []
     for feature_bins in bins:
         order = np.argsort(feature_bins, kind="stable").tolist()
         counts = np.bincount(feature_bins, minlength=width).tolist()
         position = 0
         for count in counts:
-            acc = mpz(1)
-            for row in order[position:position + count]:
-                acc = acc * cts[row] % n2
-            out.append(acc)
+            members = order[position:position + count]
+            for column in per_slot:
+                acc = mpz(1)
+                for row in members:
+                    acc = acc * column[row] % n2
+                out.append(acc)
             position += count
     return _to_bytes(out, size)
 
@@ -114,23 +132,29 @@ def _pack(pool_id: str, blob: bytes, group: int, shift: int) -> bytes:
 class CryptoPool:
     """Encrypt, decrypt, sum and pack in parallel under one key."""
 
-    def __init__(self, key: Any, *, workers: int, pool_id: str, niceness: int = 0) -> None:
+    def __init__(self, key: Any, *, workers: int | None, pool_id: str, niceness: int = 0,
+                 backend: ComputeBackend | None = None) -> None:
         """``key``: a private key (encrypt/decrypt) or a public key (sums and packing);
-        ``niceness`` > 0: background workers that take only otherwise idle cores."""
+        ``workers``: None for one per CPU of the backend; ``niceness`` > 0: background
+        workers that take only otherwise idle cores; ``backend``: where the work runs (None:
+        this machine's processes)."""
         self.pool_id = pool_id
-        self.workers = workers
+        self.backend = backend or LocalBackend()
         private = hasattr(key, "public")
         self.public = key.public if private else key
-        self._workers: WorkerPool | None = None
-        if workers > 1:
+        self._workers = None
+        if self.backend.by_reference or (workers or default_workers()) > 1:
             initargs = (pool_id, self.public.scheme, self.public.numbers(),
                         key.numbers() if private else None, getattr(key, "window", 12),
                         getattr(key, "exponent_bits", None))
-            try:  # every worker builds its tables now, in parallel, once
-                self._workers = WorkerPool(workers, initializer=_init, initargs=initargs, niceness=niceness)
+            try:  # every worker builds its tables once, before (or at) its first job
+                self._workers = self.backend.pool(workers, initializer=_init, initargs=initargs,
+                                                  niceness=niceness, release=_release)
             except WorkerError as error:
-                raise ProtocolError(f"could not start cryptography worker processes: {error}") from error
+                raise ProtocolError(f"could not start cryptography workers: {error}") from error
+            self.workers = self._workers.workers
         else:
+            self.workers = 1
             if private:
                 key.build_tables()
             _STATE[pool_id] = key
@@ -145,7 +169,7 @@ class CryptoPool:
         try:
             return self._workers.map(fn, [self.pool_id] * len(jobs), *zip(*jobs))
         except WorkerError as error:
-            raise ProtocolError(f"a cryptography worker process died: {error}") from None
+            raise ProtocolError(f"a cryptography worker died: {error}") from None
 
     def _chunks(self, count: int, minimum: int = 64) -> list[tuple[int, int]]:
         parts = max(1, min(self.workers * 4, count // minimum)) if count else 1
@@ -180,12 +204,19 @@ class CryptoPool:
         jobs = [(ciphertexts[a:b].tobytes(),) for a, b in self._chunks(len(ciphertexts), 8)]
         return [m for part in self._run(_decrypt, jobs) for m in part]
 
-    def bin_sums(self, ciphertexts: np.ndarray, bins: np.ndarray, width: int) -> list[mpz]:
-        """Per feature x bin ciphertext sums over the given rows (rows split across workers)."""
+    def shard_rows(self, array: np.ndarray, shard_rows: int, axis: int = 0) -> RowShards:
+        """Per-row data (ciphertexts, or bins with ``axis=1``) as row shards on this pool's backend."""
+        return RowShards.split(self.backend, array, shard_rows, axis)
+
+    def bin_sums_sharded(self, ciphertexts: RowShards, bins: RowShards, rows: np.ndarray, width: int) -> list[mpz]:
+        """Per feature x bin x slot ciphertext sums over ``rows``, flattened in that order.
+        Both shard sets must cut rows at the same places; jobs are (shard, rows) pieces."""
+        if not np.array_equal(ciphertexts.edges, bins.edges):
+            raise ProtocolError("ciphertext and bin shards cut rows at different places")
         n2 = self.public.ciphertext_modulus
-        chunks = self._chunks(ciphertexts.shape[0], 2048)
-        jobs = [(ciphertexts[a:b].tobytes(), np.ascontiguousarray(bins[:, a:b]), width) for a, b in chunks]
-        parts = [_from_bytes(blob, self.width) for blob in self._run(_bin_sums, jobs)]
+        jobs = row_jobs(ciphertexts, rows, self.workers * 4, 2048) or [(0, np.zeros(0, dtype=np.int64))]
+        args = [(*ciphertexts.job_data(s, p), *bins.job_data(s, p), width) for s, p in jobs]
+        parts = [_from_bytes(blob, self.width) for blob in self._run(_bin_sums_rows, args)]
         total = parts[0]
         for part in parts[1:]:
             total = [x * y % n2 for x, y in zip(total, part)]

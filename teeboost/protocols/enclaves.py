@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..compute import ComputeBackend, LocalBackend
 from ..config import ProtocolOptions
 from ..errors import AttestationError, ConfigError
 from ..tee.code import EnclaveCode
@@ -46,6 +47,12 @@ class ProtocolEnv:
     hardware_verifier: Any = field(default=None, kw_only=True)
     # told when a slow step begins ("generating Paillier keys"), for progress displays; never prints
     on_phase: Callable[[str], None] | None = field(default=None, kw_only=True)
+    # where this party's heavy host-side loops run ([compute]); None: this machine's processes.
+    # Party-local: never sent, and never used for work inside an enclave
+    compute: ComputeBackend | None = field(default=None, kw_only=True)
+
+    def compute_backend(self) -> ComputeBackend:
+        return self.compute if self.compute is not None else LocalBackend(self.options.crypto_workers)
 
     def backend(self) -> SimulatedBackend:
         if not self.options.allow_simulated_tee:

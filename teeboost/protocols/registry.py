@@ -43,8 +43,9 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
         "Paillier: encrypted gradients, the active party decrypts every passive bin sum",
         lambda channel, columns, criteria, bins, categorical, params, env: secureboost.SecureBoostActive(
             channel, columns, criteria, bins, categorical, params.max_bin, env.options, env.on_phase,
-            subsample=params.subsample),
-        lambda columns, params, env, index: secureboost.SecureBoostPassive(columns, env.options),
+            subsample=params.subsample, backend=env.compute_backend()),
+        lambda columns, params, env, index: secureboost.SecureBoostPassive(
+            columns, env.options, backend=env.compute_backend()),
     ),
     "ntee": ProtocolSpec(
         "ntee",

@@ -26,7 +26,8 @@ from ..config import ProtocolOptions
 from ..core.histogram import CHANNELS, plan_level
 from ..crypto.packing import SlotLayout
 from ..crypto.schemes import generate_keypair, public_from_numbers
-from ..crypto.pool import CryptoPool, default_workers
+from ..compute import ComputeBackend, RowShards
+from ..crypto.pool import CryptoPool
 from ..crypto.reserve import RandomizerReserve
 from ..errors import ProtocolError
 from ..parties.messages import Ack
@@ -88,7 +89,8 @@ _SCHEME_NAMES = {"paillier": "Paillier", "ou": "Okamoto-Uchiyama"}
 
 class SecureBoostActive(ActiveScoring):
     def __init__(self, channel, columns, criteria, passive_bins, passive_categorical, max_bin, options: ProtocolOptions,
-                 on_phase: Callable[[str], None] | None = None, *, subsample: float = 1.0) -> None:
+                 on_phase: Callable[[str], None] | None = None, *, subsample: float = 1.0,
+                 backend: ComputeBackend | None = None) -> None:
         super().__init__(channel, columns, criteria, passive_bins, passive_categorical, max_bin)
         self.options = options
         self.timer = PhaseTimer()
@@ -98,13 +100,13 @@ class SecureBoostActive(ActiveScoring):
         self.key = generate_keypair(options.scheme, options.key_bits, insecure_key_bits=options.insecure_key_bits,
                                     short_randomizer=options.short_randomizer)
         self._phase("starting crypto workers")
-        workers = options.crypto_workers or default_workers()
-        self.pool = CryptoPool(self.key, workers=workers, pool_id=f"active-{uuid.uuid4().hex}")
+        workers = options.crypto_workers
+        self.pool = CryptoPool(self.key, workers=workers, pool_id=f"active-{uuid.uuid4().hex}", backend=backend)
         self.reserve: RandomizerReserve | None = None
         if options.precompute_randomizers:
             # with worker processes, filling gets its own at the lowest priority: idle cores only
             background = CryptoPool(self.key, workers=workers, pool_id=f"reserve-{uuid.uuid4().hex}",
-                                    niceness=19) if workers > 1 else None
+                                    niceness=19, backend=backend) if self.pool.workers > 1 else None
             self.reserve = RandomizerReserve(self.pool, limit_bytes=options.randomizer_reserve_mb << 20,
                                              exponent_bits=self.key.exponent_bits, background=background)
         self.timer.add("key setup", started)
@@ -199,14 +201,17 @@ class SecureBoostActive(ActiveScoring):
 class SecureBoostPassive(PassiveScoring):
     handles = PassiveScoring.handles + (PublicKeyMessage, EncryptedGradients)
 
-    def __init__(self, columns, options: ProtocolOptions) -> None:
+    def __init__(self, columns, options: ProtocolOptions, backend: ComputeBackend | None = None) -> None:
         super().__init__(columns)
         self.options = options
+        self.backend = backend
         self.timer = PhaseTimer()
         self.public = None  # the active party's public key
         self.pool: CryptoPool | None = None
         self.layout: SlotLayout | None = None
-        self._ciphertexts: np.ndarray | None = None  # (n_rows, slots, width) for this tree
+        self._ciphertexts: RowShards | None = None  # (n_rows, slots, bytes) for this tree, in row shards
+        self._bins: RowShards | None = None  # the binned columns, (features, n_rows), in the same shards
+        self._slots = 1
         self._cache: dict[int, list[mpz]] = {}
         self.width = columns.bins.max_bin + 1
 
@@ -231,7 +236,10 @@ class SecureBoostPassive(PassiveScoring):
         self.layout = SlotLayout(msg.offset, msg.slot_bits, msg.pack_gradients, msg.ciphertexts_per_plaintext)
         cts = np.zeros((n_rows, slots, size), dtype=np.uint8)
         cts[rows] = msg.ciphertexts.reshape(rows.size, slots, size)
-        self._ciphertexts = cts
+        self._ciphertexts = None  # the last tree's shards go before this tree's are stored
+        self._ciphertexts = self.pool.shard_rows(cts, self.pool.backend.shard_rows)
+        del cts
+        self._slots = slots
         self._cache = {}
         self._open_tree(msg.tree, rows)
         return Ack()
@@ -253,16 +261,14 @@ class SecureBoostPassive(PassiveScoring):
         if self.pool is not None:
             self.pool.close()
         self.public = public
-        self.pool = CryptoPool(self.public, workers=self.options.crypto_workers or default_workers(),
-                               pool_id=f"passive-{uuid.uuid4().hex}")
+        self.pool = CryptoPool(self.public, workers=self.options.crypto_workers,
+                               pool_id=f"passive-{uuid.uuid4().hex}", backend=self.backend)
+        self._bins = self.pool.shard_rows(self.columns.binned_by_feature, self.pool.backend.shard_rows, axis=1)
         return Ack()
 
     def _sum_node(self, rows: np.ndarray) -> list[mpz]:
         """Encrypted (features x width x slots) sums over ``rows``, flattened in that order."""
-        bins = self.columns.binned_by_feature[:, rows]
-        per_slot = [self.pool.bin_sums(self._ciphertexts[rows, s], bins, self.width)
-                    for s in range(self._ciphertexts.shape[1])]
-        return [c for group in zip(*per_slot) for c in group]
+        return self.pool.bin_sums_sharded(self._ciphertexts, self._bins, rows, self.width)
 
     def _level(self, nodes, node_rows):
         started = time.perf_counter()
@@ -274,7 +280,7 @@ class SecureBoostPassive(PassiveScoring):
         for node, parent, sibling in plan.derive:
             computed[node] = [p * gmpy2.invert(s, n2) % n2 for p, s in zip(self._cache[parent], computed[sibling])]
         self._cache = computed
-        slots = self._ciphertexts.shape[1]
+        slots = self._slots
         cells = meaningful_bins(self.columns.bins.n_value_bins, self.width)
         flat: list[mpz] = []
         counts = np.zeros((len(nodes), self.columns.n_features, self.width), dtype=np.int64)
