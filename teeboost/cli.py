@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .checkpoint import remove_checkpoints
+from .compute import ComputeOptions
 from .config import METRICS, OBJECTIVE_ALIASES, OBJECTIVES, BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
 from .data import ALIGN_MODES, DataWarning, PartyData, check_distinct_feature_names, match_rows, read_csv, split_columns, train_test_rows
@@ -195,6 +196,18 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
+def _add_compute_options(parser: argparse.ArgumentParser) -> None:
+    compute = parser.add_argument_group("compute (where the parties' heavy loops run; docs/scaling.md)")
+    compute.add_argument("--compute", choices=("local", "ray"), default="local",
+                         help="local: this machine's processes (default); ray: a Ray cluster (pip install "
+                              "'teeboost[ray]'). Every simulated party of this run uses it")
+    compute.add_argument("--ray-address", default="local",
+                         help="with --compute ray: 'auto' (the cluster of 'ray start'), 'ray://host:10001' "
+                              "(Ray Client), or 'local' (a private instance on this machine, the default)")
+    compute.add_argument("--compute-workers", type=int, default=None,
+                         help="task processes (default: one per CPU of this machine or the Ray cluster)")
+
+
 def _params(args: argparse.Namespace) -> BoostParams:
     return BoostParams(
         objective=args.objective, n_trees=args.n_trees, max_depth=args.max_depth,
@@ -213,6 +226,12 @@ def _options(args: argparse.Namespace) -> ProtocolOptions:
                            crypto_workers=args.crypto_workers, aes_bits=args.aes_bits,
                            short_randomizer=args.short_randomizer, precompute_randomizers=args.precompute_randomizers,
                            onetee_bins_once=args.onetee_bins_once, allow_simulated_tee=args.allow_simulated_tee)
+
+
+def _compute(args: argparse.Namespace) -> ComputeOptions:
+    if args.compute == "local" and args.ray_address != "local":
+        raise ConfigError(f"--ray-address {args.ray_address} needs --compute ray")
+    return ComputeOptions(backend=args.compute, address=args.ray_address, workers=args.compute_workers)
 
 
 def _categorical_in(args: argparse.Namespace, frame: pd.DataFrame) -> list[str]:
@@ -322,7 +341,7 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
         model, run = train_local(
             active.take(train_rows), [p.take(train_rows) for p in passives_aligned], params, args.protocol,
             validation=validation, transcript=args.transcript, on_tree=progress, options=options,
-            checkpoint_dir=checkpoints, resume=args.resume, on_phase=progress.phase,
+            checkpoint_dir=checkpoints, resume=args.resume, on_phase=progress.phase, compute=_compute(args),
         )
     finally:
         progress.close()
@@ -359,6 +378,8 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
     }
     if run.enclaves:
         report["enclaves"] = run.enclaves
+    if run.compute:
+        report["compute"] = run.compute
     protection = protection_report(args.protocol, options)
     report["protection"] = protection["protection"]
     if protection["options"]:
@@ -395,6 +416,8 @@ def _print_report(report: dict[str, Any]) -> None:
     print(f"protocol        {report['protocol']}")
     if report.get("enclaves"):
         print(f"enclaves        {report['enclaves']}")
+    if report.get("compute"):
+        print(f"compute         {report['compute']}")
     print(f"objective       {report['objective']}  ({report['n_samples']} training rows, {report['n_test']} held out)")
     for name, columns in report.get("parties", {}).items():  # a deployed party knows only its own columns
         print(f"  {name:<13} {len(columns)} features: {', '.join(columns)}")
@@ -1052,6 +1075,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     train = sub.add_parser("train", help="train a model across parties (all in this process)")
     _add_training_options(train)
+    _add_compute_options(train)
     train.set_defaults(func=_cmd_train)
     predict = sub.add_parser("predict", help="predict with a saved model (one prediction per input row)")
     predict.add_argument("--model-dir", type=Path,

@@ -19,6 +19,7 @@ import numpy as np
 
 from .checkpoint import (ActiveCheckpoint, active_checkpoint_file, identity_key_file, passive_checkpoint_file,
                          platform_key_file, run_digest)
+from .compute import ComputeBackend, ComputeOptions, open_backend
 from .config import BoostParams, ProtocolOptions
 from .core.binning import fit_bins
 from .core.boosting import Booster, BoostState, TreeProgress, Validation, row_weights
@@ -64,6 +65,7 @@ class TrainingRun:
     trees: list[TreeProgress] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # seconds per crypto phase
     enclaves: str | None = None  # which enclave backend ran, for TEE protocols
+    compute: str | None = None  # where the active party's heavy loops ran ("local processes (2 CPUs)", Ray)
     evals_result: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     best_iteration: int | None = None  # round kept by early stopping (from 0)
     best_score: float | None = None  # its watched validation metric
@@ -77,6 +79,7 @@ class TrainingRun:
             **self.traffic,
             "phases": self.phases,
             **({"enclaves": self.enclaves} if self.enclaves else {}),
+            **({"compute": self.compute} if self.compute else {}),
             "evals_result": self.evals_result,
             "best_iteration": self.best_iteration,
             "best_score": self.best_score,
@@ -176,9 +179,31 @@ def _environments(uses_enclaves: bool, options: ProtocolOptions, n_passive: int,
     return [ProtocolEnv(options, platform, roots, identity, keys) for platform, identity in zip(platforms, identities)]
 
 
-def _columns(party: PartyData, params: BoostParams) -> PartyColumns:
-    bins = fit_bins(party.features, params.max_bin, categorical=party.categorical_mask)
-    return PartyColumns(bins, bins.transform(party.features))
+def _columns(party: PartyData, params: BoostParams, backend: ComputeBackend | None = None) -> PartyColumns:
+    """Binned columns; with a backend (the party's [compute]) binning and histograms run there."""
+    bins = fit_bins(party.features, params.max_bin, categorical=party.categorical_mask, backend=backend)
+    return PartyColumns(bins, bins.transform(party.features, backend=backend), backend=backend)
+
+
+def set_compute(env: ProtocolEnv, compute: ComputeOptions | None) -> None:
+    """Give a party's environment its [compute] backend. Local processes are the default:
+    numpy loops stay in this process and big-integer work goes to ``workers`` processes
+    (``crypto_workers``, unless that is set too); a cluster gets every heavy host loop."""
+    if compute is None:
+        return
+    if compute.backend == "local":
+        if compute.workers is not None and env.options.crypto_workers is None:
+            env.options = dataclasses.replace(env.options, crypto_workers=compute.workers)
+        return
+    env.compute = open_backend(compute)
+
+
+def _per_party(compute: ComputeOptions | list[ComputeOptions | None] | None, n_parties: int) -> list:
+    if not isinstance(compute, list):
+        return [compute] * n_parties
+    if len(compute) != n_parties:
+        raise ConfigError(f"compute settings for {len(compute)} parties, but the run has {n_parties}")
+    return compute
 
 
 def training_columns(party: PartyData, valid: PartyData | None = None) -> tuple[PartyData, PartyData | None]:
@@ -248,7 +273,7 @@ def train_active(
         valid_weights = check_weights(validation[0].weights, validation[0].n_rows, validation[0].source,
                                       "validation sample weight")
     started = time.perf_counter()
-    active_columns = _columns(active, params)
+    active_columns = _columns(active, params, env.compute)
     digest = run_digest({"protocol": protocol, "params": params.to_dict(), "objective": objective_name,
                          "classes": classes, "parties": party_names, "features": list(active.feature_names),
                          "validation": None if validation is None else validation[0].n_rows},
@@ -354,6 +379,7 @@ def train_active(
     run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress,
                       {k: round(v, 4) for k, v in phases.items()}, evals_result=evals_result,
                       best_iteration=ensemble.best_round, best_score=ensemble.best_score)
+    run.compute = env.compute_backend().describe()
     if spec.uses_enclaves:
         run.enclaves = ("simulated backend (separate processes, no hardware isolation; simulated quotes accepted "
                         "because allow_simulated_tee is set)")
@@ -394,11 +420,13 @@ def train_local(
     resume: bool = False,
     on_phase: Callable[[str], None] | None = None,
     sample_weight: np.ndarray | None = None,
+    compute: ComputeOptions | list[ComputeOptions | None] | None = None,
 ) -> tuple[FederatedModel, TrainingRun]:
     """Train with every party in this process over the in-memory channel; with
     ``checkpoint_dir`` each party checkpoints to its own file there. ``sample_weight``: one
     weight per row of ``active`` as given (default: ``active.weights``); the weights travel
-    with those rows when they are matched to the passive parties' by id."""
+    with those rows when they are matched to the passive parties' by id. ``compute``: where
+    the parties' heavy loops run (one setting for all, or one per party, active first)."""
     spec = get_protocol(protocol)
     check_eval_set(params, None if validation is None else validation[0])
     if sample_weight is not None:
@@ -406,6 +434,8 @@ def train_local(
     options = options or ProtocolOptions()
     envs = _environments(spec.uses_enclaves, options, len(passives),
                          None if checkpoint_dir is None else Path(checkpoint_dir))
+    for env, settings in zip(envs, _per_party(compute, len(envs))):
+        set_compute(env, settings)
     active, passives = match_rows(active, passives)
     check_distinct_feature_names([active, *passives])
     y, _, objective_name = encode_labels(active, params.objective)  # label problems surface before any party starts
@@ -450,13 +480,13 @@ def build_passive(index: int, data: PartyData, params: BoostParams, protocol: st
     changed data)."""
     spec = get_protocol(protocol)
     data, valid = training_columns(data, valid)
-    columns = _columns(data, params)
+    columns = _columns(data, params, env.compute)
     fingerprint = run_digest({"protocol": protocol, "params": params.to_dict(), "index": index,
                               "features": list(data.feature_names)}, data.features)
     party = PassiveParty(index, data.name, list(data.feature_names), columns.owner, columns=columns,
                          protocol=spec.make_passive(columns, params, env, index), protocol_name=protocol,
                          checkpoint=checkpoint, fingerprint=fingerprint, policy=policy, max_depth=params.max_depth,
-                         vocabularies=data.vocabularies, served_runs=served_runs)
+                         vocabularies=data.vocabularies, served_runs=served_runs, backend=env.compute)
     party.add_dataset("train", data.features)
     if valid is not None:
         party.add_dataset("valid", valid.features)

@@ -19,6 +19,7 @@ authentication (on by default since Ray 2.5x) and TLS (``RAY_USE_TLS``), docs/sc
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import platform
@@ -42,11 +43,7 @@ _READY: "OrderedDict[str, tuple[Callable | None, tuple]]" = OrderedDict()
 
 
 def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401  (only asks whether it is installed)
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("ray") is not None
 
 
 def _import_ray():

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compute import ComputeBackend, RowShards
 from ..config import MAX_BIN_LIMIT
 from ..errors import ConfigError
+from .offload import job_rows, offloads
 from .split import MAX_CATEGORY_BINS
 from .tree import SplitRecord
 
@@ -109,13 +111,21 @@ class FeatureBins:
     def dtype(self) -> np.dtype:
         return bin_dtype(self.max_bin)
 
-    def transform(self, raw: np.ndarray) -> np.ndarray:
-        """Raw float matrix (n_rows, n_features) -> bin matrix of the same shape."""
+    def transform(self, raw: np.ndarray, backend: ComputeBackend | None = None) -> np.ndarray:
+        """Raw float matrix (n_rows, n_features) -> bin matrix of the same shape; with a
+        ``backend`` that takes numpy loops, one job per row shard (same bins)."""
         raw = np.asarray(raw, dtype=np.float64)
         if raw.ndim != 2 or raw.shape[1] != self.n_features:
             raise ConfigError(
                 f"expected a matrix with {self.n_features} feature columns, got shape {raw.shape}"
             )
+        if offloads(backend) and raw.shape[0] >= job_rows(backend):
+            shards = RowShards.split(backend, raw, backend.shard_rows)
+            with backend.pool() as pool:
+                parts = pool.map(_transform_job, [self] * len(shards.stored), shards.stored)
+            for stored in shards.stored:
+                backend.free(stored)
+            return np.concatenate(parts)
         out = np.empty(raw.shape, dtype=self.dtype)
 
         def one(j: int) -> None:
@@ -154,9 +164,20 @@ def _count_cuts_below(cuts: np.ndarray, column: np.ndarray, dtype: np.dtype) -> 
     return out
 
 
+def _transform_job(bins: FeatureBins, raw: np.ndarray) -> np.ndarray:
+    """Bins of one row shard (runs on the compute backend)."""
+    return bins.transform(raw)
+
+
+def _cuts_job(column: np.ndarray, max_bin: int, categorical: bool) -> np.ndarray:
+    """Cut points of one column (runs on the compute backend)."""
+    return _category_cuts(column, max_bin) if categorical else _column_cuts(column, max_bin)
+
+
 def fit_bins(raw: np.ndarray, max_bin: int, *, categorical: np.ndarray | None = None,
-             workers: int = 2) -> FeatureBins:
-    """Cut points per column, computed in parallel threads (numpy's sort releases the GIL).
+             workers: int = 2, backend: ComputeBackend | None = None) -> FeatureBins:
+    """Cut points per column, computed in parallel threads (numpy's sort releases the GIL),
+    or one column per job on ``backend`` if it takes numpy loops (same cuts).
     ``categorical`` marks the columns that hold category codes."""
     bin_dtype(max_bin)  # validates the range
     raw = np.asarray(raw, dtype=np.float64)
@@ -166,12 +187,18 @@ def fit_bins(raw: np.ndarray, max_bin: int, *, categorical: np.ndarray | None = 
     if flags.shape != (raw.shape[1],):
         raise ConfigError(f"categorical flags for {flags.size} columns, but the matrix has {raw.shape[1]}")
     cuts: list[np.ndarray] = [np.empty(0)] * raw.shape[1]
+    if offloads(backend) and raw.shape[1] and raw.shape[0] >= job_rows(backend):
+        stored = [backend.put(np.ascontiguousarray(raw[:, j])) for j in range(raw.shape[1])]
+        with backend.pool() as pool:
+            # copies: results read from an object store stay pinned there while referenced
+            cuts = [np.array(c) for c in pool.map(_cuts_job, stored, [max_bin] * len(stored), flags.tolist())]
+        for column in stored:
+            backend.free(column)
+    else:
+        def one(j: int) -> None:
+            cuts[j] = _cuts_job(np.ascontiguousarray(raw[:, j]), max_bin, bool(flags[j]))
 
-    def one(j: int) -> None:
-        column = np.ascontiguousarray(raw[:, j])
-        cuts[j] = _category_cuts(column, max_bin) if flags[j] else _column_cuts(column, max_bin)
-
-    _map_columns(one, raw.shape[1], raw.shape[0], workers)
+        _map_columns(one, raw.shape[1], raw.shape[0], workers)
     return FeatureBins(cuts=tuple(cuts), max_bin=max_bin,
                        categorical=tuple(bool(f) for f in flags) if flags.any() else ())
 

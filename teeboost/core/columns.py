@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compute import ComputeBackend
 from .binning import FeatureBins
 from .gradients import EncodedGradients, GradientCodec
-from .histogram import HistogramBuilder
+from .histogram_jobs import histogram_builder
 from .nodes import NodeRows
 from .split import NodeBest, SplitCriteria, best_splits, goes_left
 from .tree import OwnerTable
@@ -22,12 +23,15 @@ __all__ = ["PartyColumns"]
 class PartyColumns:
     """Binned columns of one party plus the lookup table of splits it owns."""
 
-    def __init__(self, bins: FeatureBins, binned: np.ndarray, owner: OwnerTable | None = None):
-        # binned: (n_rows, n_features) as produced by FeatureBins.transform
+    def __init__(self, bins: FeatureBins, binned: np.ndarray, owner: OwnerTable | None = None,
+                 backend: ComputeBackend | None = None):
+        """``binned``: (n_rows, n_features) as ``FeatureBins.transform`` makes it; ``backend``:
+        the party's own compute backend, where histograms are summed if it takes such work."""
         self.bins = bins
         self.binned_by_feature = np.ascontiguousarray(binned.T)
         self.owner = owner if owner is not None else OwnerTable()
-        self.histograms = HistogramBuilder(self.binned_by_feature, bins.max_bin + 1)
+        self.backend = backend
+        self.histograms = histogram_builder(self.binned_by_feature, bins.max_bin + 1, backend)
         self._n_rows = self.binned_by_feature.shape[1]
 
     @property
@@ -42,6 +46,9 @@ class PartyColumns:
         """Free the binned columns once only this party's enclave works on them (it sums and
         splits; the host keeps cut points, records and row count)."""
         self.binned_by_feature = None
+        close = getattr(self.histograms, "close", None)
+        if close is not None:
+            close()
         self.histograms = None
 
     def begin_tree(self, gradients: EncodedGradients) -> None:

@@ -16,7 +16,7 @@ from .gradients import EncodedGradients
 from .nodes import NodeRows
 from .packed import PackedInts
 
-__all__ = ["LevelPlan", "plan_level", "HistogramBuilder", "CHANNELS", "ROW_BLOCK"]
+__all__ = ["LevelPlan", "plan_level", "HistogramBuilder", "add_block", "CHANNELS", "ROW_BLOCK"]
 
 #: Histogram channels: sum of g, sum of h, number of rows.
 CHANNELS = 3
@@ -60,6 +60,18 @@ def _weights(values: np.ndarray | PackedInts) -> np.ndarray:
     return (values.unpack() if isinstance(values, PackedInts) else values).astype(np.float64)
 
 
+def add_block(out: np.ndarray, bins: np.ndarray, columns, g: np.ndarray, h: np.ndarray) -> None:
+    """Add one block of rows to ``out`` (n_features, width, CHANNELS): ``bins[:, columns]``
+    are the block's bins, ``g`` and ``h`` its float64 weights (float64 bincount is exact:
+    |sum| < 2**52 by the codec's choice of precision, for any subset of a tree's rows)."""
+    width = out.shape[1]
+    for j in range(out.shape[0]):
+        b = bins[j, columns].astype(np.intp)  # cast once, not once per bincount
+        out[j, :, 0] += np.bincount(b, weights=g, minlength=width).astype(np.int64)
+        out[j, :, 1] += np.bincount(b, weights=h, minlength=width).astype(np.int64)
+        out[j, :, 2] += np.bincount(b, minlength=width)
+
+
 class HistogramBuilder:
     """Histograms over one party's binned columns, caching one level for subtraction."""
 
@@ -93,26 +105,25 @@ class HistogramBuilder:
         out = np.zeros((self.n_features, self.width, CHANNELS), dtype=np.int64)
         for start in range(0, rows.size, ROW_BLOCK):
             block = rows[start:start + ROW_BLOCK]
-            # float64 bincount is exact: |sum| < 2**52 by the codec's choice of precision
             if values:
                 g = _weights(values[0][start:start + ROW_BLOCK])
                 h = _weights(values[1][start:start + ROW_BLOCK])
             else:
                 g = self._grad.g[block].astype(np.float64)
                 h = self._grad.h[block].astype(np.float64)
-            for j in range(self.n_features):
-                b = self.bins[j, block].astype(np.intp)  # cast once, not once per bincount
-                out[j, :, 0] += np.bincount(b, weights=g, minlength=self.width).astype(np.int64)
-                out[j, :, 1] += np.bincount(b, weights=h, minlength=self.width).astype(np.int64)
-                out[j, :, 2] += np.bincount(b, minlength=self.width)
+            add_block(out, self.bins, block, g, h)
         return out
+
+    def _sum_nodes(self, build: list[int], nodes: NodeRows) -> dict[int, np.ndarray]:
+        """Histograms of the nodes a level sums from rows, one node after another (a
+        subclass on a compute backend sends them all out at once)."""
+        return {node: self.sum_rows(nodes.rows(node), () if self._grad is not None else nodes.values(node))
+                for node in build}
 
     def level(self, requested: list[int], nodes: NodeRows) -> np.ndarray:
         """(len(requested), n_features, width, CHANNELS) for the requested nodes, in order."""
         plan = plan_level(requested, nodes, set(self._cache))
-        computed: dict[int, np.ndarray] = {}
-        for node in plan.build:
-            computed[node] = self.sum_rows(nodes.rows(node), () if self._grad is not None else nodes.values(node))
+        computed = self._sum_nodes(list(plan.build), nodes)
         for node, parent, sibling in plan.derive:
             computed[node] = self._cache[parent] - computed[sibling]
         self._cache = computed

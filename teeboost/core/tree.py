@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import ModelFileError, ProtocolError
 
-__all__ = ["Tree", "SplitRecord", "OwnerTable"]
+__all__ = ["Tree", "SplitRecord", "OwnerTable", "record_goes_left"]
 
 
 @dataclass
@@ -115,6 +115,20 @@ class SplitRecord:
         return self.categories != 0
 
 
+def record_goes_left(record: SplitRecord, values: np.ndarray) -> np.ndarray:
+    """Does each raw value of ``record``'s feature go left? One function for every caller
+    (the owner's table, routing jobs on a compute backend), so their answers agree."""
+    missing = np.isnan(values)
+    if record.categorical:
+        codes = np.clip(np.where(missing, 0, values), 0, 63).astype(np.uint64)
+        decision = ~missing & (((np.uint64(record.categories) >> codes) & np.uint64(1)) == 1)
+    else:
+        decision = values <= record.threshold
+    if record.missing_left:
+        decision |= missing
+    return decision
+
+
 class OwnerTable:
     """One party's split records, keyed by the record ids it handed out."""
 
@@ -155,16 +169,7 @@ class OwnerTable:
     def go_left(self, raw: np.ndarray, record_id: int, rows: np.ndarray) -> np.ndarray:
         """For raw feature matrix ``raw``: does each of ``rows`` go left at this split?"""
         record = self.get(record_id)
-        values = raw[rows, record.feature]
-        missing = np.isnan(values)
-        if record.categorical:
-            codes = np.clip(np.where(missing, 0, values), 0, 63).astype(np.uint64)
-            decision = ~missing & (((np.uint64(record.categories) >> codes) & np.uint64(1)) == 1)
-        else:
-            decision = values <= record.threshold
-        if record.missing_left:
-            decision |= missing
-        return decision
+        return record_goes_left(record, raw[rows, record.feature])
 
     def keep_trees_below(self, n_trees: int) -> None:
         """Drop records of trees that early stopping discarded."""

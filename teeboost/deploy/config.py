@@ -14,6 +14,9 @@
     [tee]      platform (simulated platform key file), trusted_roots (hex Ed25519 keys),
                identity (this party's identity key file), identities (every party's identity
                public key in hex, by party index), allow_simulated (accept simulated enclaves)
+    [compute]  backend ("local" processes, the default, or "ray"), address ("auto",
+               "ray://host:10001", or "local" for a private instance), workers, shard_rows,
+               num_cpus, object_store_mb, max_retries (this party's own machines; never sent)
     [network]  timeout, connect_timeout, max_message_mb, retries (resends while a peer is
                unreachable), recover_timeout (active: how long to wait for a lost passive party
                to come back before resuming from the checkpoints; 0 = stop at once),
@@ -29,8 +32,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..compute import ComputeOptions
 from ..config import PARAM_ALIASES, BoostParams, ProtocolOptions
 from ..errors import ConfigError
+from ..federation import set_compute
 from ..policy import Policy
 from ..protocols.enclaves import ProtocolEnv
 from ..tee.identity import PartyIdentity
@@ -75,6 +80,7 @@ class PartyConfig:
     policy: Policy = field(default_factory=Policy)
     audit_log: Path | None = None
     active_party: str = "active"
+    compute: ComputeOptions = field(default_factory=ComputeOptions)
 
 
 def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path | None = None):
@@ -103,13 +109,16 @@ def _hex_keys(table: dict, key: str, path: Path) -> tuple[bytes, ...]:
 
 
 def protocol_env(config: PartyConfig) -> ProtocolEnv:
-    """What this party's side of a protocol is built from: options, and for TEE protocols its
-    simulated platform, its identity key and the pinned identities of every party."""
+    """What this party's side of a protocol is built from: options, its compute backend, and
+    for TEE protocols its simulated platform, its identity key and the pinned identities of
+    every party."""
     # never created here: a new platform's key would be in nobody's trusted_roots
     platform = SimulatedPlatform(config.platform) if config.platform else None
     identity = PartyIdentity.load(config.identity) if config.identity else None
-    return ProtocolEnv(config.options, platform, config.trusted_roots, identity, config.identities,
-                       hardware_verifier=hardware_verifier(config.attestation) if config.attestation else None)
+    env = ProtocolEnv(config.options, platform, config.trusted_roots, identity, config.identities,
+                      hardware_verifier=hardware_verifier(config.attestation) if config.attestation else None)
+    set_compute(env, config.compute)  # Ray is reached here, before any peer is contacted
+    return env
 
 
 def hardware_verifier(table: dict):
@@ -192,6 +201,7 @@ def load_config(path: str | Path) -> PartyConfig:
         config.options = ProtocolOptions(**protocol)
     except (ConfigError, TypeError) as exc:
         raise ConfigError(f"{path}: [protocol] {exc}") from None
+    config.compute = ComputeOptions.from_table(raw.get("compute", {}), f"{path}: [compute]")
     tee = raw.get("tee", {})
     if "platform" in tee:
         config.platform = base / _get(tee, "platform", str, "tee", path=path)

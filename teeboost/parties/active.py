@@ -7,8 +7,10 @@ import json
 
 import numpy as np
 
+from ..compute import ComputeBackend
 from ..core.grower import SplitFinder
 from ..core.predict import Question, RoutingOracle
+from ..core.routing import Router
 from ..core.split import MAX_CATEGORY_BINS
 from ..core.tree import OwnerTable, Tree
 from ..errors import ProtocolError
@@ -62,18 +64,22 @@ def discard_trees(channel: Channel, keep: int) -> None:
 class FederatedOracle(RoutingOracle):
     """Routes rows of one dataset: own splits locally, others by asking their owners."""
 
-    def __init__(self, channel: Channel | None, dataset: str, owner: OwnerTable, raw: np.ndarray) -> None:
+    def __init__(self, channel: Channel | None, dataset: str, owner: OwnerTable, raw: np.ndarray,
+                 backend: ComputeBackend | None = None) -> None:
+        """``backend``: the active party's own compute backend, where its own answers are
+        computed if it takes numpy loops (``raw`` then goes there once, in row shards)."""
         self.channel = channel
         self.dataset = dataset
         self.owner = owner
         self.raw = raw
+        self._router = Router(backend)
 
     def route(self, questions: dict[int, list[Question]]) -> dict[int, list[np.ndarray]]:
         answers: dict[int, list[np.ndarray]] = {}
         requests = {}
         for party, asked in questions.items():
             if party == 0:
-                answers[0] = [self.owner.go_left(self.raw, record, rows) for record, rows in asked]
+                answers[0] = self._router.answers(self.owner, self.dataset, self.raw, asked)
                 continue
             n_rows = self.raw.shape[0]
             encodings, offsets, payload = encode_row_sets([rows for _, rows in asked], n_rows)

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import PassiveCheckpoint
+from ..compute import ComputeBackend
 from ..core.columns import PartyColumns
+from ..core.routing import Router
 from ..core.tree import OwnerTable
 from ..errors import CheckpointError, ProtocolError
 from ..policy import Policy, PolicyRefused
@@ -47,6 +49,7 @@ class PassiveParty:
         max_depth: int | None = None,
         vocabularies: dict | None = None,
         served_runs: set[str] | None = None,
+        backend: ComputeBackend | None = None,
     ) -> None:
         self.index = index
         self.vocabularies = dict(vocabularies or {})  # its categorical features' codes
@@ -66,6 +69,9 @@ class PassiveParty:
         self._revealed: Counter[int] = Counter()  # tree -> partitions this party returned
         self._records_checked = 0
         self._datasets: dict[str, np.ndarray] = {}
+        # the party's own compute backend ([compute]); routing answers run there if it takes them
+        self.backend = backend
+        self._router = Router(backend)  # keeps each routed dataset's shards on that backend
         self._visits: dict[str, dict[int, np.ndarray]] = {}  # dataset -> tree -> records asked per row
         self._handled = tuple(getattr(protocol, "handles", ()))
         self.run_id: str | None = None  # of this training, from the active party's Hello
@@ -92,12 +98,14 @@ class PassiveParty:
         drop = getattr(self.protocol, "drop_dataset", None)
         for name in ("train", "valid", "test"):
             self._datasets.pop(name, None)
+            self._router.forget(name)
             self._visits.pop(name, None)
             if drop is not None:
                 drop(name)
 
     def close(self) -> None:
         """Release the protocol's processes and keys."""
+        self._router.close()
         close = getattr(self.protocol, "close", None)
         if close is not None:
             close()
@@ -228,7 +236,7 @@ class PassiveParty:
         groups = decode_row_sets(msg.encodings, msg.offsets, msg.payload, raw.shape[0], "routing question")
         for record, rows in zip(msg.records, groups):
             self._count_visits(msg.dataset, int(record), rows)
-        answers = [self.owner.go_left(raw, int(r), rows) for r, rows in zip(msg.records, groups)]
+        answers = self._router.answers(self.owner, msg.dataset, raw, list(zip(msg.records.tolist(), groups)))
         self.queries["routed rows"] += int(sum(rows.size for rows in groups))
         flat = np.concatenate(answers) if answers else np.empty(0, dtype=bool)
         return RouteReply(int(flat.size), np.packbits(flat))

@@ -30,7 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compute import RowShards, row_jobs, take_rows
 from ..core.histogram import plan_level
+from ..core.histogram_jobs import ShardedHistogramBuilder
+from ..core.offload import job_rows, offloads
 from ..core.split import N_CRITERIA, SplitCriteria
 from ..errors import CheckpointError, ProtocolError
 from ..parties.messages import Ack
@@ -49,6 +52,25 @@ from .scoring import ActiveSplitting, HistogramRequest, PassiveScoring, splits_f
 __all__ = ["OneTeeActive", "OneTeePassive", "ChannelOpen", "ChannelAccept", "MaskedGradients", "SealedSplitRequest"]
 
 PROGRAM = "onetee_enclave.py"
+
+
+def _masked_sums_job(bins, bin_positions, gh, gh_positions, width: int, with_order: bool) -> tuple:
+    """One job of a node's index-set sums: per feature the masked (g, h) ring sums by bin,
+    and (``with_order``) the rows' counts by bin and their stable order by bin."""
+    bins = take_rows(bins, bin_positions, 1)
+    gh = take_rows(gh, gh_positions, 0)
+    n_features, n_rows = bins.shape
+    sums = np.zeros((n_features, width, 2), dtype=np.uint64)
+    counts = np.zeros((n_features, width), dtype=np.int64)
+    order = np.zeros((n_features, n_rows if with_order else 0), dtype=np.int64)
+    for f in range(n_features):
+        b = bins[f].astype(np.intp)
+        sums[f, :, 0] = ring_bincount(b, gh[:, 0], width)
+        sums[f, :, 1] = ring_bincount(b, gh[:, 1], width)
+        if with_order:
+            counts[f] = np.bincount(b, minlength=width)
+            order[f] = np.argsort(b, kind="stable")
+    return sums, counts, order
 
 
 @message
@@ -264,6 +286,11 @@ class OneTeePassive(PassiveScoring):
         # chosen here for this run, sealed to the enclave, bound into its checkpoints' sealing context:
         # kept in this party's checkpoint and given again only when this party resumes the run
         self._seal_salt = os.urandom(32)
+        # the party's own compute backend: index-set ring sums run there if it takes numpy loops
+        self._compute = env.compute if offloads(env.compute) else None
+        self._masked_shards: RowShards | None = None  # this tree's masked (g, h), (n_rows, 2)
+        self._bin_shards: RowShards | None = None
+        self._compute_pool = None
 
     def bind_run(self, run_id: str, served: bool) -> None:
         """The run id of this training, from the handshake (``served``: used before)."""
@@ -349,6 +376,9 @@ class OneTeePassive(PassiveScoring):
             g[rows], h[rows] = msg.g, msg.h
             self._check_new_tree(msg.tree)
             self._masked = (g, h)
+            if self._compute is not None:
+                self._masked_shards = RowShards.split(self._compute, np.stack([g, h], axis=1),
+                                                      self._compute.shard_rows)
             self._received = em.masked_digest(msg.tree, rows, msg.g, msg.h)
             self._cached = set()
             self._open_tree(msg.tree, check_rows(rows, n_rows, "gradient rows"))
@@ -415,8 +445,15 @@ class OneTeePassive(PassiveScoring):
         sums = np.zeros((len(plan.build), n_features, self.width, 2), dtype=np.uint64)
         counts = np.zeros((0 if self._bins_once else len(plan.build), n_features, self.width), dtype=np.int64)
         index_rows = []
+        on_backend = self._masked_sums_on_backend(plan.build, node_rows)
         for i, node in enumerate(plan.build):
             rows = node_rows.rows(node)
+            if node in on_backend:
+                sums[i], node_counts, node_index_rows = on_backend[node]
+                if not self._bins_once:
+                    counts[i] = node_counts
+                    index_rows.extend(node_index_rows)
+                continue
             for f in range(n_features):
                 bins = binned[f, rows].astype(np.intp)
                 sums[i, f, :, 0] = ring_bincount(bins, g[rows], self.width)
@@ -430,6 +467,56 @@ class OneTeePassive(PassiveScoring):
         frame = serde.encode(em.MaskedSums(self._tree, np.array(plan.build, dtype=np.int32), derived, sums,
                                            counts, rows_blob, self._received))
         return SealedMessage(self._tree, "sums", self._channel.seal(frame))
+
+    def _masked_sums_on_backend(self, build, node_rows) -> dict[int, tuple]:
+        """Per node large enough for jobs: (ring sums, counts, index rows per feature), from
+        one job per (shard, rows of the node in it). Ring sums add modulo 2^64 in any order and
+        each job orders its rows by bin stably, so merging the jobs' orders by bin (jobs in row
+        order) gives exactly the sums, counts and index sets summed here."""
+        if self._compute is None or self._masked_shards is None:
+            return {}
+        minimum = job_rows(self._compute)
+        nodes = [node for node in build if node_rows.size(node) >= minimum
+                 and bool(np.all(np.diff(node_rows.rows(node)) >= 0))]  # sorted rows: job order is row order
+        if not nodes:
+            return {}
+        if self._bin_shards is None:
+            histograms = self.columns.histograms
+            self._bin_shards = histograms.bin_shards if isinstance(histograms, ShardedHistogramBuilder) \
+                and histograms.backend is self._compute else RowShards.split(
+                    self._compute, self.columns.binned_by_feature, self._compute.shard_rows, axis=1)
+        if self._compute_pool is None:
+            self._compute_pool = self._compute.pool()
+        pieces: dict[int, list[np.ndarray]] = {}  # node -> its jobs' rows, in row order
+        args = []
+        for node in nodes:
+            for shard, positions in row_jobs(self._bin_shards, node_rows.rows(node),
+                                             self._compute_pool.workers * 2, minimum):
+                pieces.setdefault(node, []).append(positions + self._bin_shards.edges[shard])
+                args.append((*self._bin_shards.job_data(shard, positions),
+                             *self._masked_shards.job_data(shard, positions), self.width, not self._bins_once))
+        results = iter(self._compute_pool.map(_masked_sums_job, *zip(*args)))
+        out = {}
+        for node in nodes:
+            mine = [(rows, next(results)) for rows in pieces[node]]
+            sums = mine[0][1][0].copy()
+            counts = mine[0][1][1].copy()
+            for _, (part_sums, part_counts, _) in mine[1:]:
+                sums += part_sums  # uint64: wraps modulo 2^64, as the ring sum does
+                counts += part_counts
+            index_rows = []
+            if not self._bins_once:
+                for f in range(sums.shape[0]):
+                    merged = np.empty(int(counts[f].sum()), dtype=np.uint32)
+                    placed = np.cumsum(counts[f]) - counts[f]  # where each bin starts in the merged order
+                    for rows, (_, part_counts, order) in mine:
+                        held = part_counts[f]
+                        first = np.cumsum(held) - held  # where each bin starts in this job's order
+                        merged[np.repeat(placed - first, held) + np.arange(rows.size)] = rows[order[f]]
+                        placed += held
+                    index_rows.append(merged)
+            out[node] = (sums, counts, index_rows)
+        return out
 
     def _sealed_split(self, msg: SealedSplitRequest):
         if msg.tree != self._tree:

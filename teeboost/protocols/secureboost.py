@@ -24,6 +24,7 @@ from gmpy2 import mpz
 
 from ..config import ProtocolOptions
 from ..core.histogram import CHANNELS, plan_level
+from ..core.histogram_jobs import ShardedHistogramBuilder
 from ..crypto.packing import SlotLayout
 from ..crypto.schemes import generate_keypair, public_from_numbers
 from ..compute import ComputeBackend, RowShards
@@ -234,11 +235,11 @@ class SecureBoostPassive(PassiveScoring):
                 or bits_per_ciphertext * msg.ciphertexts_per_plaintext > self.public.plaintext_bits:
             raise ProtocolError("slot layout does not fit the key's plaintext space")
         self.layout = SlotLayout(msg.offset, msg.slot_bits, msg.pack_gradients, msg.ciphertexts_per_plaintext)
-        cts = np.zeros((n_rows, slots, size), dtype=np.uint8)
-        cts[rows] = msg.ciphertexts.reshape(rows.size, slots, size)
         self._ciphertexts = None  # the last tree's shards go before this tree's are stored
-        self._ciphertexts = self.pool.shard_rows(cts, self.pool.backend.shard_rows)
-        del cts
+        # unsampled rows hold zeros; no node of this tree contains them
+        self._ciphertexts = RowShards.scatter(self.pool.backend, n_rows, rows,
+                                              msg.ciphertexts.reshape(rows.size, slots, size),
+                                              self.pool.backend.shard_rows)
         self._slots = slots
         self._cache = {}
         self._open_tree(msg.tree, rows)
@@ -263,7 +264,11 @@ class SecureBoostPassive(PassiveScoring):
         self.public = public
         self.pool = CryptoPool(self.public, workers=self.options.crypto_workers,
                                pool_id=f"passive-{uuid.uuid4().hex}", backend=self.backend)
-        self._bins = self.pool.shard_rows(self.columns.binned_by_feature, self.pool.backend.shard_rows, axis=1)
+        built = self.columns.histograms  # on the same cluster, its bin shards are ours too
+        if isinstance(built, ShardedHistogramBuilder) and built.backend is self.pool.backend:
+            self._bins = built.bin_shards
+        else:
+            self._bins = self.pool.shard_rows(self.columns.binned_by_feature, self.pool.backend.shard_rows, axis=1)
         return Ack()
 
     def _sum_node(self, rows: np.ndarray) -> list[mpz]:
