@@ -10,11 +10,22 @@ tables (timed apart as "set-up"), then encrypts ``--repeats`` times; the best ti
 and the overhead is Ray's best over the pool's best, minus one. Ciphertexts are checked to
 decrypt to the plaintexts.
 
+End to end: SecureBoost on Okamoto-Uchiyama trains on ``--rows`` rows (5 trees, depth 3,
+both parties in this process) once with every party on the process pool and once with every
+party on Ray; the trees must be identical and the ratio of total times is printed.
+
 Per-task costs: a job's round trip when jobs run one at a time; jobs per second when many
 small jobs are queued; moving a 16 MB argument to a job; storing and reading a 64 MB row
 shard in Ray's object store; one passive bin-sum job per row; decryption per ciphertext.
 
+Two nodes (``--two-nodes``): Ray's own test cluster starts two raylets on this machine, one
+CPU each, each with its own object store, and the same figures are taken across them: a job on
+the other node reading a 64 MB shard stored on this one goes through Ray's object transfer
+(over loopback here, over the network between hosts), and the encryption runs with one
+worker per node.
+
     python benchmarks/compute_backends.py [--rows 100000] [--workers 2] [--scheme paillier ou]
+                                          [--two-nodes]
 """
 
 from __future__ import annotations
@@ -32,9 +43,15 @@ from pathlib import Path
 import numpy as np
 
 from teeboost.compute import ComputeOptions, LocalBackend, open_backend
+from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.crypto.pool import CryptoPool
 from teeboost.crypto.randomizer_length import randomizer_bits
 from teeboost.crypto.schemes import generate_keypair
+from teeboost.federation import train_local
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.secureboost import resample  # noqa: E402
+from tests.helpers import federated_descriptions  # noqa: E402
 
 PLAINTEXT_BITS = 106  # g and h in one plaintext: two 53-bit slots, SecureBoost's packing at 1e5 rows
 
@@ -124,6 +141,65 @@ def bin_sum_cost(backend, key, workers: int, rows: int, features: int = 5, width
             "us_per_row_feature": round(seconds / node.size / features * 1e6, 2)}
 
 
+def end_to_end(rows: int, workers: int, key_bits: int) -> dict:
+    active, passive = resample(rows)
+    options = ProtocolOptions(scheme="ou", key_bits=key_bits, insecure_key_bits=key_bits < 2048)
+    out, models = {}, {}
+    for name, compute in (("process pool", ComputeOptions(workers=workers)),
+                          ("ray", ComputeOptions(backend="ray", workers=workers))):
+        started = time.perf_counter()
+        models[name], run = train_local(active, [passive], BoostParams(), "secureboost", options=options,
+                                        compute=compute)
+        out[name] = {"total_s": round(time.perf_counter() - started, 2), "phases": run.phases}
+    out["same_trees"] = federated_descriptions(models["ray"]) == federated_descriptions(models["process pool"])
+    out["ray_ratio"] = round(out["ray"]["total_s"] / out["process pool"]["total_s"], 3)
+    return out
+
+
+def _length(value) -> int:
+    return len(value)
+
+
+def two_nodes(key_bits: int, rows: int, plaintexts: list[int]) -> dict:
+    """Figures across two raylets (two nodes) on this machine; see the module docstring."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"head_node": 1}})
+    cluster.add_node(num_cpus=1, resources={"other_node": 1})
+    cluster.wait_for_nodes()
+    try:
+        backend = open_backend(ComputeOptions(backend="ray", address=cluster.address))
+        size = ray.remote(_length)
+        shard = np.ones(64 << 20, dtype=np.uint8)
+        reads = {}
+        for where in ("head_node", "other_node"):
+            times = []
+            for _ in range(5):
+                ref = ray.put(shard)
+                started = time.perf_counter()
+                ray.get(size.options(resources={where: 0.01}).remote(ref))
+                times.append(time.perf_counter() - started)
+                del ref
+            reads[where] = round(min(times[1:]) * 1e3, 1)  # the first read also starts a worker
+        trips = []
+        ray.get(size.options(resources={"other_node": 0.01}).remote([1]))
+        for _ in range(50):
+            started = time.perf_counter()
+            ray.get(size.options(resources={"other_node": 0.01}).remote([1]))
+            trips.append(time.perf_counter() - started)
+        key = generate_keypair("ou", key_bits, insecure_key_bits=key_bits < 2048)
+        encryption = time_encryption(backend, key, plaintexts, 2, 2)
+        return {"describe": backend.describe(), "read_64mb_same_node_ms": reads["head_node"],
+                "read_64mb_other_node_ms": reads["other_node"],
+                "round_trip_other_node_ms": round(statistics.median(trips) * 1e3, 3),
+                "ou_encryption": encryption}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
@@ -131,6 +207,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scheme", nargs="+", default=["paillier"], choices=("paillier", "ou"))
     parser.add_argument("--key-bits", type=int, default=2048)
+    parser.add_argument("--two-nodes", action="store_true", help="also measure across two raylets on this machine")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results-compute.txt"))
     args = parser.parse_args()
 
@@ -165,6 +242,9 @@ def main() -> None:
             say(f"  {name:<13} set-up {r['setup_s']:6.2f} s   encrypt best {r['best_s']:7.2f} s "
                   f"({r['per_second']:,}/s; runs {r['encrypt_s']})   decrypt {r['decrypt_us_per_ct']} us/ct")
         say(f"  Ray's overhead on encryption: {row['ray_overhead'] * 100:+.1f}% (target <= +15%)")
+    results["end_to_end"] = run = end_to_end(args.rows, args.workers, args.key_bits)
+    say(f"SecureBoost-OU end to end, {args.rows:,} rows, 5 trees: process pool {run['process pool']['total_s']} s, "
+        f"Ray {run['ray']['total_s']} s ({run['ray_ratio']}x), same trees: {run['same_trees']}")
     key = generate_keypair("paillier", args.key_bits, insecure_key_bits=args.key_bits < 2048)
     results["tasks"] = {"process pool": task_costs(local, args.workers), "ray": task_costs(ray, args.workers)}
     results["bin_sums"] = {"process pool": bin_sum_cost(local, key, args.workers, args.rows),
@@ -175,6 +255,13 @@ def main() -> None:
     say(f"passive bin sums (one node of half the rows, 5 features, 33 bins, {args.key_bits}-bit Paillier):")
     for name in ("process pool", "ray"):
         say(f"  {name:<13} {json.dumps(results['bin_sums'][name])}")
+    if args.two_nodes:
+        results["two_nodes"] = nodes = two_nodes(args.key_bits, args.rows, plaintexts)
+        say(f"two nodes ({nodes['describe']}): a job reading a 64 MB shard stored on its own node "
+            f"{nodes['read_64mb_same_node_ms']} ms, on the other node {nodes['read_64mb_other_node_ms']} ms; "
+            f"round trip of a job on the other node {nodes['round_trip_other_node_ms']} ms; "
+            f"OU encryption of {args.rows:,} rows, one worker per node: {nodes['ou_encryption']['best_s']} s "
+            f"({nodes['ou_encryption']['per_second']:,}/s)")
     args.out.write_text("\n".join(lines) + "\n\n" + json.dumps(results, indent=2) + "\n")
     print(f"written to {args.out}")
 

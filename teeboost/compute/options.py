@@ -8,6 +8,7 @@ cluster. Read from a party's ``[compute]`` table, or built in code.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +27,8 @@ class ComputeOptions:
     """``backend``: "local" (worker processes on this machine, the default) or "ray".
 
     For Ray, ``address`` is "auto" (the cluster this machine belongs to, started with
-    ``ray start``), "ray://host:10001" (Ray Client), or "local" (start a private instance
-    with ``num_cpus`` CPUs, as tests do). ``workers``: task processes (None: one per CPU of
+    ``ray start``), "ray://host:10001" (Ray Client), "host:6379" (the cluster's GCS), or
+    "local" (start a private instance with ``num_cpus`` CPUs, as tests do). ``workers``: task processes (None: one per CPU of
     the machine or cluster). ``shard_rows``: rows per object-store shard.
     """
 
@@ -43,8 +44,9 @@ class ComputeOptions:
         if self.backend not in BACKENDS:
             raise ConfigError(f"compute backend={self.backend!r} must be one of {', '.join(BACKENDS)}")
         if not isinstance(self.address, str) or not (
-                self.address in ("local", "auto") or self.address.startswith("ray://")):
-            raise ConfigError(f"compute address={self.address!r} must be 'local', 'auto' or 'ray://host:port'")
+                self.address in ("local", "auto") or re.fullmatch(r"(ray://)?[\w.\-\[\]:]+:\d{1,5}", self.address)):
+            raise ConfigError(f"compute address={self.address!r} must be 'local', 'auto', 'ray://host:port' "
+                              "(Ray Client) or 'host:port' (the cluster's GCS, from a node of the cluster)")
         if self.backend == "local" and self.address != "local":
             raise ConfigError(f"compute address={self.address!r} needs backend='ray'")
         for name, low in (("workers", 1), ("shard_rows", 1024), ("num_cpus", 1), ("object_store_mb", 64),

@@ -54,6 +54,16 @@ def _import_ray():
     return ray
 
 
+def worker_node(busy_seconds: float = 0.0) -> str:
+    """The Ray node a job runs on (as a job: which nodes a pool's work reaches). Jobs that
+    keep a CPU busy a while are spread; instant ones may all run on one leased worker."""
+    import time
+
+    import ray
+    time.sleep(busy_seconds)
+    return ray.get_runtime_context().get_node_id()
+
+
 def _run_job(expected: tuple[str, str], pool_key: str, setup: tuple, fn: Callable, *args: Any) -> Any:
     """Runs in a Ray worker: check the versions, set the pool up once, run the job."""
     here = (__version__, _RUNTIME)
@@ -88,7 +98,8 @@ class RayBackend(ComputeBackend):
         self.shard_rows = options.shard_rows
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING"}
-            if options.address == "local":
+            if options.address == "local":  # a new instance, even beside a cluster on this machine
+                kwargs["address"] = "local"
                 kwargs["num_cpus"] = options.num_cpus
                 if options.object_store_mb is not None:
                     kwargs["object_store_memory"] = options.object_store_mb << 20
