@@ -19,7 +19,7 @@ _API = {
     "FederatedModel": "federation", "train_local": "federation",
     "TeeboostError": "errors", "ConfigError": "errors", "DataError": "errors", "ProtocolError": "errors",
     "ModelFileError": "errors", "AttestationError": "errors", "IntegrityError": "errors",
-    "EnclaveError": "errors",
+    "EnclaveError": "errors", "ComputeOptions": "compute",
 }
 
 __all__ = [*_API, "__version__"]

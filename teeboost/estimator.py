@@ -27,6 +27,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.metrics import accuracy_score, r2_score
 
+from .compute import ComputeOptions
 from .config import BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
 from .data import PartyData, align_parties
@@ -63,7 +64,7 @@ _BOOST_FIELDS = {
 #: Other spellings users bring (teeboost's older names, XGBoost's native ones) -> parameter.
 _ALIASES = {"n_trees": "n_estimators", "eta": "learning_rate", "min_split_gain": "gamma"}
 #: Parameters that are not training settings and so are not saved with a model.
-_RUNTIME = ("options", "transcript", "on_tree")
+_RUNTIME = ("options", "transcript", "on_tree", "compute")  # this run and machine: never saved
 
 
 class _VerticalBoost(BaseEstimator):
@@ -81,13 +82,16 @@ class _VerticalBoost(BaseEstimator):
                  allow_simulated_tee: bool = False,
                  options: ProtocolOptions | None = None, transcript: str | Path | None = None,
                  on_tree: Callable[[TreeProgress], None] | None = None, n_trees: int | None = None,
-                 eta: float | None = None, min_split_gain: float | None = None) -> None:
+                 eta: float | None = None, min_split_gain: float | None = None,
+                 compute: ComputeOptions | None = None) -> None:
         """``protocol``: plain, secureboost, ntee, onetee or strict. ``parties``: for a joined
         table, each passive party's name and columns (the active party keeps the rest).
         ``allow_simulated_tee``: ntee, onetee and strict run on the simulated enclave backend
         (no hardware isolation) only when asked to. ``n_trees``, ``eta`` and
         ``min_split_gain`` are accepted spellings of ``n_estimators``, ``learning_rate``
-        and ``gamma``. Values are checked when fitting, as scikit-learn expects."""
+        and ``gamma``. ``compute``: where the parties' heavy loops run (``ComputeOptions``,
+        e.g. a Ray cluster; docs/scaling.md). Values are checked when fitting, as
+        scikit-learn expects."""
         self.protocol = protocol
         self.parties = parties
         self.n_estimators = n_estimators
@@ -115,6 +119,7 @@ class _VerticalBoost(BaseEstimator):
         self.n_trees = n_trees
         self.eta = eta
         self.min_split_gain = min_split_gain
+        self.compute = compute
 
     # -- parameters
 
@@ -243,7 +248,7 @@ class _VerticalBoost(BaseEstimator):
         weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         model, run = train_local(active, passives, params, self.protocol, validation=validation,
                                  transcript=self.transcript, on_tree=self.on_tree, options=self._options(),
-                                 sample_weight=weights)
+                                 sample_weight=weights, compute=self.compute)
         self._take_model(model, run.to_dict(), given_y)
         return self
 
@@ -294,7 +299,7 @@ class _VerticalBoost(BaseEstimator):
         model = self._fitted()
         active, passives, _ = self._parties_of(X, passive, "X")
         active_x, passive_x = party_features(model, active, passives)
-        margin, _ = model.predict_margin(active_x, passive_x)
+        margin, _ = model.predict_margin(active_x, passive_x, compute=self.compute)
         return margin
 
     def _predict_raw(self, X: Any, passive: list[PartyData] | None) -> np.ndarray:

@@ -126,16 +126,21 @@ class FederatedModel:
             protocol = (StrictPredictPassive(model.owner, model.model_digest, envs[model.index], model.index)
                         if self.strict else None)
             party = PassiveParty(model.index, model.name, model.feature_names, model.owner, protocol=protocol,
-                                 protocol_name="strict" if self.strict else None, max_depth=model.max_depth)
+                                 protocol_name="strict" if self.strict else None, max_depth=model.max_depth,
+                                 backend=envs[model.index].compute)
             party.add_dataset("predict", features)
             parties.append(party)
         return parties
 
-    def predict_margin(self, active_features: np.ndarray, passive_features: list[np.ndarray]) -> tuple[np.ndarray, dict]:
+    def predict_margin(self, active_features: np.ndarray, passive_features: list[np.ndarray], *,
+                       compute: ComputeOptions | list[ComputeOptions | None] | None = None) -> tuple[np.ndarray, dict]:
         """Margins, and the traffic they took. A strict model's rows are routed between
-        enclaves (fresh simulated ones here): the active side sees margins only."""
+        enclaves (fresh simulated ones here): the active side sees margins only. ``compute``:
+        where each party answers its routing questions (as in ``train_local``)."""
         envs = (_environments(True, self.options or ProtocolOptions(), len(self.passives)) if self.strict
                 else [ProtocolEnv() for _ in range(len(self.passives) + 1)])
+        for env, settings in zip(envs, _per_party(compute, len(envs))):
+            set_compute(env, settings)
         parties = self._parties(passive_features, envs)
         channel = InMemoryChannel({p.index: p.handle for p in parties}) if parties else None
         try:
@@ -143,7 +148,8 @@ class FederatedModel:
                 margin = strict_margin(channel, envs[0], self.active.ensemble, self.active.owner, active_features,
                                        "predict")
             else:
-                oracle = FederatedOracle(channel, "predict", self.active.owner, active_features)
+                oracle = FederatedOracle(channel, "predict", self.active.owner, active_features,
+                                         backend=envs[0].compute)
                 margin = self.active.ensemble.margin(active_features.shape[0], oracle)
         finally:
             for party in parties:
@@ -151,9 +157,10 @@ class FederatedModel:
         traffic = channel.traffic.to_dict() if channel is not None else {"bytes_total": 0}
         return margin, traffic
 
-    def predict(self, active_features: np.ndarray, passive_features: list[np.ndarray]) -> np.ndarray:
+    def predict(self, active_features: np.ndarray, passive_features: list[np.ndarray], *,
+                compute: ComputeOptions | list[ComputeOptions | None] | None = None) -> np.ndarray:
         """Probability of the second class (binary), class probabilities, or values."""
-        margin, _ = self.predict_margin(active_features, passive_features)
+        margin, _ = self.predict_margin(active_features, passive_features, compute=compute)
         return self.active.ensemble.loss.predict(margin)
 
 

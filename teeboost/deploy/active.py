@@ -199,7 +199,7 @@ def _margin(config: PartyConfig, channel: GrpcChannel, model, features: np.ndarr
     route between enclaves (only margins reach this host), others by routing questions."""
     if model.protocol == "strict":
         return strict_margin(channel, protocol_env(config), model.ensemble, model.owner, features, dataset)
-    oracle = FederatedOracle(channel, dataset, model.owner, features)
+    oracle = FederatedOracle(channel, dataset, model.owner, features, backend=protocol_env(config).compute)
     return model.ensemble.margin(features.shape[0], oracle)
 
 

@@ -255,7 +255,8 @@ class PassiveService:
                                       protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
                                                                     model.index) if strict else None,
                                       protocol_name="strict" if strict else None, policy=self.policy,
-                                      max_depth=model.max_depth, vocabularies=model.vocabularies)
+                                      max_depth=model.max_depth, vocabularies=model.vocabularies,
+                                      backend=None if strict else self.env().compute)
             self.run_id = f"model:{model.model_digest[:16] or 'saved'}"
         missing = [n for n in self.party.feature_names if n not in batch.feature_names]
         if missing:

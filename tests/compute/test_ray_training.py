@@ -123,3 +123,27 @@ def test_with_no_reruns_a_killed_ray_worker_stops_the_run_with_a_named_error(sma
         killer.stop.set()
         killer.join()
     assert killer.killed
+
+
+def test_the_estimator_trains_and_predicts_on_ray(small_credit, ray_backend, tmp_path):
+    from teeboost import VerticalBoostClassifier
+
+    active, passives = _data(small_credit, 800)
+    local = VerticalBoostClassifier(n_estimators=2).fit(active, passives)
+    on_ray = VerticalBoostClassifier(n_estimators=2, compute=_ray(ray_backend)).fit(active, passives)
+    assert np.array_equal(on_ray.predict_proba(active, passives), local.predict_proba(active, passives))
+    assert on_ray.report_["compute"].startswith("Ray at")
+    on_ray.save(tmp_path / "model")  # the setting belongs to this machine and run, not to the model
+    loaded = VerticalBoostClassifier.load(tmp_path / "model")
+    assert loaded.get_params()["compute"] is None
+    assert np.array_equal(loaded.predict_proba(active, passives), local.predict_proba(active, passives))
+
+
+def test_cli_trains_on_ray_and_says_so(tmp_path, capsys, ray_backend):
+    import json
+
+    from teeboost.cli import main
+
+    assert main(["train", "--json", "--compute", "ray", "--n-trees", "1", "--model-dir", str(tmp_path / "m")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["compute"].startswith("Ray at") and report["value"] > 0.6
