@@ -52,23 +52,6 @@ class RowShards:
             local.append(None if backend.by_reference else shard)
         return cls(backend, edges, stored, local, axis)
 
-    @classmethod
-    def scatter(cls, backend: ComputeBackend, n_rows: int, rows: np.ndarray, values: np.ndarray,
-                shard_rows: int) -> "RowShards":
-        """Shards of an (n_rows, ...) array that holds ``values[i]`` at row ``rows[i]`` and zeros
-        elsewhere, built one shard at a time: the whole array never exists in this process."""
-        edges = np.unique(np.append(np.arange(0, n_rows, shard_rows), n_rows)) if n_rows else np.array([0, 0])
-        order = np.argsort(rows, kind="stable")
-        sorted_rows = rows[order]
-        stored, local = [], []
-        for a, b in zip(edges[:-1], edges[1:]):
-            lo, hi = np.searchsorted(sorted_rows, [a, b])
-            shard = np.zeros((b - a, *values.shape[1:]), dtype=values.dtype)
-            shard[sorted_rows[lo:hi] - a] = values[order[lo:hi]]
-            stored.append(backend.put(shard))
-            local.append(None if backend.by_reference else shard)
-        return cls(backend, edges, stored, local, 0)
-
     @property
     def n_rows(self) -> int:
         return int(self.edges[-1])
@@ -76,6 +59,9 @@ class RowShards:
     def locate(self, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """(shard, positions within it) for the given rows, in their order within each shard."""
         rows = np.asarray(rows, dtype=np.int64)
+        if rows.size > 1 and np.all(rows[1:] > rows[:-1]):  # sorted (node rows are): cut, don't scan
+            bounds = np.searchsorted(rows, self.edges)
+            return [(s, rows[a:b] - self.edges[s]) for s, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if b > a]
         shard_of = np.searchsorted(self.edges, rows, side="right") - 1
         out = []
         for s in np.unique(shard_of).tolist():

@@ -50,6 +50,14 @@ def _release(pool_id: str, *_: Any) -> None:
     _STATE.pop(pool_id, None)
 
 
+def pools_held(busy_seconds: float = 0.0) -> list[str]:
+    """As a job: the pools whose keys this worker process holds now (operators and tests ask
+    whether a closed pool's key is gone). ``busy_seconds`` spreads such jobs over workers."""
+    import time
+    time.sleep(busy_seconds)
+    return sorted(_STATE)
+
+
 def _public(pool_id: str) -> Any:
     state = _STATE[pool_id]
     return getattr(state, "public", state)
@@ -165,11 +173,13 @@ class CryptoPool:
 
     def _run(self, fn: Callable, jobs: list[tuple]) -> list:
         if self._workers is None:
+            if self.pool_id not in _STATE:
+                raise ProtocolError(f"the cryptography pool {self.pool_id} is closed")
             return [fn(self.pool_id, *job) for job in jobs]
         try:
             return self._workers.map(fn, [self.pool_id] * len(jobs), *zip(*jobs))
-        except WorkerError as error:
-            raise ProtocolError(f"a cryptography worker died: {error}") from None
+        except WorkerError as error:  # the cause stays attached: peers are told less (answer_frame)
+            raise ProtocolError(f"a cryptography worker died: {error}") from error
 
     def _chunks(self, count: int, minimum: int = 64) -> list[tuple[int, int]]:
         parts = max(1, min(self.workers * 4, count // minimum)) if count else 1
@@ -237,4 +247,4 @@ class CryptoPool:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
-        _STATE.pop(self.pool_id, None)
+        _STATE.pop(self.pool_id, None)  # later calls: "the cryptography pool ... is closed"

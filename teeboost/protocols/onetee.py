@@ -468,6 +468,12 @@ class OneTeePassive(PassiveScoring):
                                            counts, rows_blob, self._received))
         return SealedMessage(self._tree, "sums", self._channel.seal(frame))
 
+    def close(self) -> None:
+        """Stop the pool of index-set sums on this party's compute backend, if one started."""
+        if self._compute_pool is not None:
+            self._compute_pool.close()
+            self._compute_pool = None
+
     def _masked_sums_on_backend(self, build, node_rows) -> dict[int, tuple]:
         """Per node large enough for jobs: (ring sums, counts, index rows per feature), from
         one job per (shard, rows of the node in it). Ring sums add modulo 2^64 in any order and

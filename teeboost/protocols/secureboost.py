@@ -24,7 +24,6 @@ from gmpy2 import mpz
 
 from ..config import ProtocolOptions
 from ..core.histogram import CHANNELS, plan_level
-from ..core.histogram_jobs import ShardedHistogramBuilder
 from ..crypto.packing import SlotLayout
 from ..crypto.schemes import generate_keypair, public_from_numbers
 from ..compute import ComputeBackend, RowShards
@@ -84,6 +83,10 @@ def meaningful_bins(n_value_bins: np.ndarray, width: int) -> list[tuple[int, int
     """(feature, bin) of every bin that can hold rows: value bins and the missing bin."""
     return [(f, b) for f, k in enumerate(n_value_bins.tolist()) for b in [*range(k), width - 1]]
 
+
+#: Largest key a passive party accepts unless its own key_bits is larger (a peer's huge key would
+#: make every bin sum, which costs the key size squared, a denial of service).
+_LARGEST_PEER_KEY_BITS = 4096
 
 _SCHEME_NAMES = {"paillier": "Paillier", "ou": "Okamoto-Uchiyama"}
 
@@ -211,7 +214,8 @@ class SecureBoostPassive(PassiveScoring):
         self.pool: CryptoPool | None = None
         self.layout: SlotLayout | None = None
         self._ciphertexts: RowShards | None = None  # (n_rows, slots, bytes) for this tree, in row shards
-        self._bins: RowShards | None = None  # the binned columns, (features, n_rows), in the same shards
+        self._bins: RowShards | None = None  # their binned columns, (features, sampled rows), in the same shards
+        self._sampled: np.ndarray | None = None  # this tree's sampled rows, sorted
         self._slots = 1
         self._cache: dict[int, list[mpz]] = {}
         self.width = columns.bins.max_bin + 1
@@ -235,11 +239,14 @@ class SecureBoostPassive(PassiveScoring):
                 or bits_per_ciphertext * msg.ciphertexts_per_plaintext > self.public.plaintext_bits:
             raise ProtocolError("slot layout does not fit the key's plaintext space")
         self.layout = SlotLayout(msg.offset, msg.slot_bits, msg.pack_gradients, msg.ciphertexts_per_plaintext)
-        self._ciphertexts = None  # the last tree's shards go before this tree's are stored
-        # unsampled rows hold zeros; no node of this tree contains them
-        self._ciphertexts = RowShards.scatter(self.pool.backend, n_rows, rows,
-                                              msg.ciphertexts.reshape(rows.size, slots, size),
-                                              self.pool.backend.shard_rows)
+        # this tree's sampled rows only, in shards indexed by sample position: what this party
+        # stores is bounded by what it was sent, whatever the key size
+        self._ciphertexts = self._bins = None  # the last tree's shards go before this tree's are stored
+        self._sampled = rows
+        backend = self.pool.backend
+        self._ciphertexts = RowShards.split(backend, msg.ciphertexts.reshape(rows.size, slots, size),
+                                            backend.shard_rows)
+        self._bins = RowShards.split(backend, self.columns.binned_by_feature[:, rows], backend.shard_rows, axis=1)
         self._slots = slots
         self._cache = {}
         self._open_tree(msg.tree, rows)
@@ -259,21 +266,23 @@ class SecureBoostPassive(PassiveScoring):
             raise ProtocolError("malformed public key") from None
         if public.bits < 2048 and not self.options.insecure_key_bits:
             raise ProtocolError(f"the active party's key has {public.bits} bits; this party requires 2048")
+        limit = max(_LARGEST_PEER_KEY_BITS, self.options.key_bits)
+        if public.bits > limit:  # every bin sum's cost grows with the square of the key size
+            raise ProtocolError(f"the active party's key has {public.bits} bits; this party takes at most {limit} "
+                                "(raise [protocol] key_bits to accept larger keys)")
         if self.pool is not None:
             self.pool.close()
         self.public = public
         self.pool = CryptoPool(self.public, workers=self.options.crypto_workers,
                                pool_id=f"passive-{uuid.uuid4().hex}", backend=self.backend)
-        built = self.columns.histograms  # on the same cluster, its bin shards are ours too
-        if isinstance(built, ShardedHistogramBuilder) and built.backend is self.pool.backend:
-            self._bins = built.bin_shards
-        else:
-            self._bins = self.pool.shard_rows(self.columns.binned_by_feature, self.pool.backend.shard_rows, axis=1)
         return Ack()
 
     def _sum_node(self, rows: np.ndarray) -> list[mpz]:
         """Encrypted (features x width x slots) sums over ``rows``, flattened in that order."""
-        return self.pool.bin_sums_sharded(self._ciphertexts, self._bins, rows, self.width)
+        positions = np.searchsorted(self._sampled, rows)
+        if rows.size and (positions[-1] >= self._sampled.size or not np.array_equal(self._sampled[positions], rows)):
+            raise ProtocolError("a node holds rows that were not sampled for this tree")
+        return self.pool.bin_sums_sharded(self._ciphertexts, self._bins, positions, self.width)
 
     def _level(self, nodes, node_rows):
         started = time.perf_counter()

@@ -7,6 +7,7 @@ recording and remote-error handling happen here, once, for all of them.
 
 from __future__ import annotations
 
+import sys
 import threading
 from abc import ABC, abstractmethod
 from collections import defaultdict
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import ProtocolError, TeeboostError
+from ..workers import WorkerError
 from . import serde
 from .transcript import RECEIVED, SENT, TranscriptWriter
 
@@ -151,5 +153,20 @@ def answer_frame(handler: Callable[[Any], Any], frame: bytes,
     try:
         reply = handler(msg)
     except TeeboostError as exc:
-        reply = ErrorReply(type(exc).__name__, str(exc))
+        if _from_own_compute(exc):  # this party's machines, workers and cluster are its own business
+            print(f"teeboost: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            reply = ErrorReply(type(exc).__name__, "this party's compute workers failed (its operator has the "
+                                                    "details); it can resume from its checkpoint")
+        else:
+            reply = ErrorReply(type(exc).__name__, str(exc))
     return serde.encode(reply)
+
+
+def _from_own_compute(error: BaseException) -> bool:
+    """Was ``error`` caused by this party's worker processes or Ray cluster failing?"""
+    seen = 0
+    while error is not None and seen < 16:
+        if isinstance(error, WorkerError):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
