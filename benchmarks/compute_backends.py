@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from teeboost.compute import ComputeOptions, LocalBackend, open_backend
+from teeboost.compute import ComputeOptions, LocalBackend, RowShards, open_backend
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.crypto.pool import CryptoPool
 from teeboost.crypto.randomizer_length import randomizer_bits
@@ -128,8 +128,8 @@ def bin_sum_cost(backend, key, workers: int, rows: int, features: int = 5, width
     cts[:, 0, 0] = 0  # below n^2
     bins = rng.integers(0, width, (features, rows), dtype=np.uint8)
     started = time.perf_counter()
-    ct_shards = pool.shard_rows(cts, backend.shard_rows)
-    bin_shards = pool.shard_rows(bins, backend.shard_rows, axis=1)
+    ct_shards = RowShards.split(backend, cts, backend.shard_rows)
+    bin_shards = RowShards.split(backend, bins, backend.shard_rows, axis=1)
     store = time.perf_counter() - started
     node = np.sort(rng.choice(rows, rows // 2, replace=False))
     pool.bin_sums_sharded(ct_shards, bin_shards, node[:4096], width)  # warm-up

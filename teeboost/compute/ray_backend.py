@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import itertools
 import os
 import platform
@@ -36,7 +35,7 @@ from ..errors import ConfigError
 from .backend import ComputeBackend, ComputeError, TaskPool
 from .options import ComputeOptions
 
-__all__ = ["RayBackend", "ray_available"]
+__all__ = ["RayBackend", "source_digest", "worker_node"]
 
 _JOBS_IN_FLIGHT = 2  # per worker, as the local pool: the next job waits when one finishes
 _POOLS_PER_WORKER = 8  # set-up pools (keys, tables) a worker keeps; pools without set-up keep nothing
@@ -58,10 +57,6 @@ def source_digest() -> str:
     for path in sorted(_PACKAGE.rglob("*.py")):
         digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
-
-
-def ray_available() -> bool:
-    return importlib.util.find_spec("ray") is not None
 
 
 def _import_ray():

@@ -214,10 +214,6 @@ class CryptoPool:
         jobs = [(ciphertexts[a:b].tobytes(),) for a, b in self._chunks(len(ciphertexts), 8)]
         return [m for part in self._run(_decrypt, jobs) for m in part]
 
-    def shard_rows(self, array: np.ndarray, shard_rows: int, axis: int = 0) -> RowShards:
-        """Per-row data (ciphertexts, or bins with ``axis=1``) as row shards on this pool's backend."""
-        return RowShards.split(self.backend, array, shard_rows, axis)
-
     def bin_sums_sharded(self, ciphertexts: RowShards, bins: RowShards, rows: np.ndarray, width: int) -> list[mpz]:
         """Per feature x bin x slot ciphertext sums over ``rows``, flattened in that order.
         Both shard sets must cut rows at the same places; jobs are (shard, rows) pieces."""
