@@ -195,11 +195,12 @@ def test_cli_train_killed_and_resumed(tmp_path):
     deadline = time.monotonic() + 120
     while True:
         assert process.poll() is None and time.monotonic() < deadline, "training ended before it could be killed"
-        try:
-            if ActiveCheckpoint.load(checkpoint, 10).n_trees >= 3:
+        try:  # any round after the first: killed with most of the run still to go
+            if ActiveCheckpoint.load(checkpoint, 10).n_trees >= 2:
                 break
         except CheckpointError:
-            time.sleep(0.02)
+            pass
+        time.sleep(0.01)  # polling must not starve the run it watches on a 2-core machine
     process.kill()
     process.wait()
     assert not (tmp_path / "resumed" / "active.json").exists()
