@@ -115,9 +115,39 @@ def usage_since(entries: Iterable[dict[str, Any]], since: float) -> Counter:
     return used
 
 
-def summarise(entries: list[dict[str, Any]], *, now: float | None = None) -> str:
-    """Runs served (peer, protocol, parameters, rows, queries), prediction batches, refusals
-    and the last 24 hours' use of each budget."""
+def leakage_lines(entries: list[dict[str, Any]], routing: dict[str, int] | None, now: float) -> list[str]:
+    """Bits about this party's rows that left in the last 24 h, against the policy's budget:
+    routing answers from the row ledger (``routing``: ``RowLedger.day()``), strict sessions
+    from what the passive enclave reported after each one."""
+    policy = next((e.get("policy") or {} for e in reversed(entries) if e["event"] == "start"), {})
+    limit = policy.get("max_bits_per_row_per_day")
+    budget = f"{limit} bits per row per day" if limit else "no bits budget"
+    lines = [f"leakage, last 24 h (budget: {budget}; strict outputs at "
+             f"{policy.get('output_bits') or 'full'} bits):"]
+    if routing is not None:
+        lines.append(f"  routing answers: {routing['rows']} rows, largest {routing['largest_per_row']} bits per row, "
+                     f"{routing['total_bits']} bits in all")
+    sessions = [e for e in entries if e["event"] == "charged" and e.get("epoch", 0) >= now - 86_400]
+    if sessions:
+        last = sessions[-1]
+        lines.append(f"  strict sessions: {len(sessions)}, {sum(int(e.get('bits', 0)) for e in sessions)} bits charged; "
+                     f"the enclave's ledger: {last.get('window_rows', 0)} rows, largest "
+                     f"{last.get('window_largest_per_row', 0)} bits per row, {last.get('window_total_bits', 0)} "
+                     "bits in all")
+    elif routing is None:
+        lines.append("  nothing counted")
+    refused = [e for e in entries if e["event"] == "refused" and e.get("rule") == "max_bits_per_row_per_day"
+               and e.get("epoch", 0) >= now - 86_400]
+    if refused:
+        lines.append(f"  refused for the budget: {len(refused)}")
+    return lines
+
+
+def summarise(entries: list[dict[str, Any]], *, now: float | None = None,
+              routing: dict[str, int] | None = None) -> str:
+    """Runs served (peer, protocol, parameters, rows, queries), prediction batches, refusals,
+    the last 24 hours' use of each budget and the bits that left per row (``routing``: the
+    row ledger's ``day()``)."""
     if not entries:
         return "the audit log is empty"
     now = time.time() if now is None else now
@@ -172,6 +202,7 @@ def summarise(entries: list[dict[str, Any]], *, now: float | None = None) -> str
     lines.append("last 24 h: " + ", ".join(f"{k.removeprefix('max_').removesuffix('_per_day')} {used[k]}"
                                           for k in ("max_runs_per_day", "max_psi_ids_per_day",
                                                     "max_prediction_rows_per_day")))
+    lines.extend(leakage_lines(entries, routing, now))
     if peers:
         lines.append("peers: " + ", ".join(f"{p} ({n} entries)" for p, n in peers.most_common()))
     return "\n".join(lines)

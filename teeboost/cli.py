@@ -603,7 +603,14 @@ def _cmd_audit_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(entries))
     else:
-        print(summarise(entries))
+        from .budget import RowLedger, ledger_path
+
+        routing = None
+        if ledger_path(path).exists():  # the row ledger beside the log: bits per row of routing answers
+            ledger = RowLedger(ledger_path(path), entries[-1].get("party", "?") if entries else "?")
+            routing = ledger.day()
+            ledger.close()
+        print(summarise(entries, routing=routing))
     return 0
 
 

@@ -6,8 +6,16 @@ operator wrote: which protocols may run (the TEE protocols unless plain or Secur
 opted into, since both reveal per-bin or per-row aggregates of this party's data to the
 active party), how large a model may grow, how small a partition of rows it reveals may be
 (k-anonymity of partitions), whether the active party may sample this party's columns or
-weigh rows (either lets it aim every split of a tree at one row: see docs/enclaves.md), and how much alignment and prediction it serves per day
-(budgets, counted from the audit log so a restart does not reset them).
+weigh rows (either lets it aim every split of a tree at one row: see docs/enclaves.md), how much
+alignment and prediction it serves per day (budgets, counted from the audit log so a restart
+does not reset them), and how many bits about any one of its rows may leave per day
+(``max_bits_per_row_per_day``: every routing answer is one bit; a strict prediction releases
+``outputs x output_bits``), counted per row in its row ledger (``teeboost.budget``).
+
+A passive party that says nothing gets ``SAFE_DEFAULTS``: limits that let a normal credit
+model (a few hundred trees of depth <= 8, nodes of >= 20 rows, one output) train and score
+each row once a day at 8 bits, and that stop the measured prediction attacks
+(docs/hardening.md, "The leakage budget"). An active party's own policy defaults to no limits.
 
 A refusal is a ``PolicyRefused`` naming the party and the rule; the active party's error
 carries the same text.
@@ -20,11 +28,27 @@ from typing import Any
 
 from .errors import ConfigError, ProtocolError
 
-__all__ = ["Policy", "PolicyRefused", "TEE_PROTOCOLS", "ALL_PROTOCOLS", "DAY_SECONDS"]
+__all__ = ["Policy", "PolicyRefused", "TEE_PROTOCOLS", "ALL_PROTOCOLS", "DAY_SECONDS", "SAFE_DEFAULTS",
+           "MAX_OUTPUT_BITS"]
 
 TEE_PROTOCOLS = ("ntee", "onetee", "strict")
 ALL_PROTOCOLS = ("plain", "secureboost", *TEE_PROTOCOLS)
 DAY_SECONDS = 86_400.0
+MAX_OUTPUT_BITS = 52  # a float64's mantissa: more is full precision
+
+#: What a passive party gets for every rule its [policy] does not set (measured and justified
+#: in docs/hardening.md, "The leakage budget"): 8 bits per row per day is one strict score at
+#: 8-bit precision, which costs < 0.001 AUC, while the attacks of the budget's review used
+#: 32 to 200 bits per row.
+SAFE_DEFAULTS = {
+    "max_trees": 500,
+    "max_depth": 8,
+    "min_rows_per_node": 20,
+    "max_runs_per_day": 20,
+    "max_outputs": 1,
+    "output_bits": 8,
+    "max_bits_per_row_per_day": 8,
+}
 
 # what each opt-in protocol reveals, for the refusal message
 _REVEALS = {
@@ -51,6 +75,14 @@ def _positive(name: str, value: Any, where: str) -> int | None:
     return value
 
 
+def _limit(name: str, table: dict, defaults: dict, where: str) -> int | None:
+    """A limit from the table; "none" lifts a default limit (the operator says so in words)."""
+    value = table.get(name, defaults.get(name))
+    if value == "none":
+        return None
+    return _positive(name, value, where)
+
+
 def _flag(name: str, value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{where}: [policy] {name} = {value!r} must be true or false")
@@ -70,6 +102,17 @@ class Policy:
     column_sampling: bool = False
     # weighted rows (sample weights, scale_pos_weight): k counts rows, not weight, so zero weights defeat it
     sample_weights: bool = False
+    max_outputs: int | None = None  # outputs per model (classes of a multiclass model; 1 otherwise)
+    # strict: each output a prediction releases is quantized to this many bits (None: full precision)
+    output_bits: int | None = None
+    # bits about one of this party's rows that may leave in any 24 h (a routing answer is one bit;
+    # a strict score outputs x output_bits); None: not counted
+    max_bits_per_row_per_day: int | None = None
+
+    @property
+    def release_bits(self) -> int:
+        """Bits one output of a strict prediction releases under this policy."""
+        return self.output_bits if self.output_bits is not None else 64
 
     @classmethod
     def unrestricted(cls) -> "Policy":
@@ -77,9 +120,16 @@ class Policy:
         return cls(protocols=ALL_PROTOCOLS, column_sampling=True, sample_weights=True)
 
     @classmethod
-    def from_table(cls, table: Any, where: str = "config") -> "Policy":
+    def safe(cls) -> "Policy":
+        """A passive party's policy when its config says nothing."""
+        return cls(**SAFE_DEFAULTS)
+
+    @classmethod
+    def from_table(cls, table: Any, where: str = "config", role: str = "passive") -> "Policy":
+        """``role`` passive: every rule left out takes ``SAFE_DEFAULTS``; active: no limits
+        (its policy only says which protocols it takes part in)."""
         if table is None:
-            return cls()
+            table = {}
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: [policy] must be a table")
         known = {f.name for f in fields(cls)}
@@ -94,10 +144,14 @@ class Policy:
         if bad:
             raise ConfigError(f"{where}: [policy] protocols names unknown protocol(s) {', '.join(map(repr, bad))} "
                               f"(known: {', '.join(ALL_PROTOCOLS)})")
-        limits = {name: _positive(name, table.get(name), where) for name in
+        defaults = SAFE_DEFAULTS if role == "passive" else {}
+        limits = {name: _limit(name, table, defaults, where) for name in
                   ("max_trees", "max_depth", "max_runs_per_day", "max_psi_ids_per_day",
-                   "max_prediction_rows_per_day")}
-        k = _positive("min_rows_per_node", table.get("min_rows_per_node", 1), where)
+                   "max_prediction_rows_per_day", "max_outputs", "output_bits", "max_bits_per_row_per_day")}
+        if limits["output_bits"] is not None and limits["output_bits"] > MAX_OUTPUT_BITS:
+            raise ConfigError(f"{where}: [policy] output_bits = {limits['output_bits']} must be at most "
+                              f"{MAX_OUTPUT_BITS} (a float64's precision); leave it out for full precision")
+        k = _positive("min_rows_per_node", table.get("min_rows_per_node", defaults.get("min_rows_per_node", 1)), where)
         flags = {name: _flag(name, table.get(name, False), where) for name in ("column_sampling", "sample_weights")}
         return cls(protocols=tuple(dict.fromkeys(protocols)), min_rows_per_node=k, **limits, **flags)
 
@@ -119,6 +173,15 @@ class Policy:
         active party checks its own run, whose column sample and weights are its own choice.
         Sample weights are not in the parameters: they are checked in the attested criteria."""
         self.check_protocol(party, protocol)
+        if self.max_outputs is not None and outputs > self.max_outputs:
+            raise PolicyRefused(party, "max_outputs", f"the model would have {outputs} outputs (one per class); "
+                                f"at most {self.max_outputs}: every output of a prediction is a further answer "
+                                "about each row scored")
+        if protocol == "strict" and self.max_bits_per_row_per_day is not None \
+                and outputs * self.release_bits > self.max_bits_per_row_per_day:
+            raise PolicyRefused(party, "max_bits_per_row_per_day", f"one strict score of this model releases "
+                                f"{outputs} output(s) x {self.release_bits} bits = {outputs * self.release_bits} "
+                                f"bits about a row; at most {self.max_bits_per_row_per_day} bits per row per day")
         trees = params.n_trees * max(1, outputs)
         if self.max_trees is not None and trees > self.max_trees:
             each = f" ({params.n_trees} rounds of {outputs})" if outputs > 1 else ""

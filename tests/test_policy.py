@@ -44,8 +44,18 @@ def parties(small_credit, tmp_path):
     return active, tmp_path
 
 
-def service(tmp_path, policy: str = "", name: str = "telco") -> PassiveService:
+#: The rules these tests do not exercise, lifted from their safe defaults so each test sees only
+#: its own rule at work (tests/test_leakage_budget.py tests the defaults themselves).
+LIFTED = {"min_rows_per_node": "1", "max_trees": '"none"', "max_depth": '"none"', "max_runs_per_day": '"none"',
+          "max_outputs": '"none"', "output_bits": '"none"', "max_bits_per_row_per_day": '"none"'}
+
+
+def service(tmp_path, policy: str = "", name: str = "telco", *, defaults: bool = False) -> PassiveService:
+    """A passive party from its config; ``policy`` "" with ``defaults``: no [policy] table."""
     config = tmp_path / "passive.toml"
+    if not defaults:
+        named = {line.split("=")[0].strip() for line in policy.splitlines() if "=" in line}
+        policy = "\n".join([policy, *(f"{k} = {v}" for k, v in LIFTED.items() if k not in named)]).strip()
     config.write_text(f'[party]\nname = "{name}"\nrole = "passive"\nindex = 1\nlisten = "127.0.0.1:0"\n'
                       'data = "passive.csv"\nid_column = "id"\n[tls]\ninsecure = true\n'
                       + (f"[policy]\n{policy}\n" if policy else ""))
@@ -112,7 +122,7 @@ def test_default_policy_refuses_protocols_that_reveal_aggregates(parties, protoc
 
 @pytest.mark.parametrize("policy, params, outputs, rule", [
     ("max_trees = 3", BoostParams(n_trees=4), 1, "max_trees"),
-    ("max_trees = 5", BoostParams(n_trees=2), 3, "max_trees"),  # multiclass: 2 rounds of 3 trees
+    ("max_trees = 5\nmax_outputs = 3\nmax_bits_per_row_per_day = 24", BoostParams(n_trees=2), 3, "max_trees"),  # multiclass: 2 rounds of 3 trees
     ("max_depth = 2", BoostParams(max_depth=3), 1, "max_depth"),
     ("min_rows_per_node = 50", BoostParams(min_samples_leaf=10), 1, "min_rows_per_node"),
 ])
@@ -277,7 +287,7 @@ def test_routing_follows_one_path_per_tree(trained):
     with pytest.raises(ProtocolError, match=r"\[policy\] max_depth\).*than a path of depth 3 crosses"):
         route(channel, "test", test_rows.n_rows, [(asks[3], row)])
     # the honest held-out evaluation of every row (a fresh batch: counts start again) is not affected
-    party.party.add_dataset("test", party.party._datasets["test"])
+    party.party.add_dataset("test", party.party._datasets["test"], party.party._row_keys["test"])
     margin = model.ensemble.margin(test_rows.n_rows, FederatedOracle(channel, "test", model.owner,
                                                                      test_rows.features))
     assert np.isfinite(margin).all()

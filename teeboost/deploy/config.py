@@ -231,7 +231,7 @@ def load_config(path: str | Path) -> PartyConfig:
         if "collateral" in attestation:
             attestation["collateral"] = str(base / _get(attestation, "collateral", str, "attestation", path=path))
         config.attestation = attestation
-    config.policy = Policy.from_table(raw.get("policy"), str(path))
+    config.policy = Policy.from_table(raw.get("policy"), str(path), role)
     audit = raw.get("audit", {})
     if not isinstance(audit, dict) or set(audit) - {"log"}:
         raise ConfigError(f"{path}: [audit] takes one field, log (the audit log file)")

@@ -75,10 +75,14 @@ def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0
                                "identity": f"identity-{name}.key", "identities": identities,
                                "allow_simulated": True})  # the demo runs on the simulated backend
         text += _table("network", {"timeout": 300, "connect_timeout": 30})
-        # the demo compares every protocol, so it opts into the two that reveal aggregates
-        text += _table("policy", {"protocols": list(PROTOCOLS)})
-        if k == 0:
-            text += _table("training", {"protocol": "plain", **(training or {})})
+        # the demo compares every protocol, so it opts into the two that reveal aggregates, and it
+        # scores the same held-out rows with each of them: a budget for five models' routing (every
+        # routing answer is a bit; one 5 x depth-3 model takes up to 15 per row). A real party
+        # keeps the default of 8 bits per row per day (docs/hardening.md, "The leakage budget")
+        text += _table("policy", {"protocols": list(PROTOCOLS), "max_bits_per_row_per_day": 256}
+                       if k else {"protocols": list(PROTOCOLS)})
+        if k == 0:  # nodes of at least 20 rows: the passive party's default floor (k)
+            text += _table("training", {"protocol": "plain", "min_samples_leaf": 20, **(training or {})})
         configs[name] = workdir / f"{name}.toml"
         configs[name].write_text(text)
     return configs

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..audit import AuditLog
+from ..budget import RowLedger, SealedLedgerFile, ledger_path
 from ..checkpoint import passive_checkpoint_file, remove_checkpoint
 from ..config import BoostParams
 from ..data import PartyData, read_csv_header
@@ -49,6 +50,10 @@ class PassiveService:
         self.config = config
         self.policy = config.policy
         self.audit = AuditLog(config.audit_log, config.name)
+        # bits per row per day: routing answers in the row ledger, strict sessions in the
+        # passive enclave's sealed ledger (both beside the audit log, neither holding ids)
+        self.ledger = RowLedger(ledger_path(config.audit_log), config.name) if config.audit_log else None
+        self.strict_ledger = SealedLedgerFile.beside(config.audit_log, self.ledger) if config.audit_log else None
         self.party: PassiveParty | None = None
         self.server: PartyServer | None = None
         self.run_id = ""
@@ -175,7 +180,8 @@ class PassiveService:
         every = np.concatenate([msg.train, msg.test, msg.valid])
         if np.unique(every).size != every.size:  # a row twice would count twice towards k and routing limits
             raise ProtocolError("training, held-out and validation positions must be distinct rows, each once")
-        self._budget("max_prediction_rows_per_day", int(msg.test.size))  # held-out rows are scored
+        # held-out rows are scored, and validation rows routed, by the run itself
+        self._budget("max_prediction_rows_per_day", int(msg.test.size) + int(msg.valid.size))
         if self.config.attestation is not None and msg.protocol not in HARDWARE_CHECKED:
             raise ProtocolError(f"party {self.config.name!r} requires hardware attestation ([attestation]) and "
                                 f"refuses protocol {msg.protocol!r}, which would not check the active party's "
@@ -190,12 +196,30 @@ class PassiveService:
                                    valid=aligned.take(msg.valid) if msg.valid.size else None,
                                    checkpoint=self._checkpoint_file(), policy=self.policy,
                                    served_runs=self._served_runs)
-        self.party.add_dataset("test", aligned.take(msg.test).conform(
-            self.party.feature_names, self.party.vocabularies, "the model").features)
+        self._bind_ledger()
+        if msg.valid.size:
+            self.party.set_row_keys("valid", self._row_keys(aligned.take(msg.valid)))
+        test = aligned.take(msg.test)
+        self.party.add_dataset("test", test.conform(self.party.feature_names, self.party.vocabularies,
+                                                    "the model").features, self._row_keys(test))
         self.audit.write("setup", run_id=self.run_id, peer=self.peer, protocol=msg.protocol,
                          params=params.to_dict(), outputs=int(msg.outputs),
                          rows={"train": int(msg.train.size), "test": int(msg.test.size), "valid": int(msg.valid.size)})
         return Ack()
+
+    def _row_keys(self, data: PartyData) -> np.ndarray | None:
+        return self.ledger.row_keys(data.ids) if self.ledger is not None else None
+
+    def _bind_ledger(self) -> None:
+        if self.ledger is not None:
+            self.party.bind_ledger(self.ledger, self.strict_ledger, self._strict_session)
+
+    def _strict_session(self, dataset: str, summary: dict) -> None:
+        """What a strict prediction session cost, as its enclave counted it."""
+        self.audit.write("charged", run_id=self.run_id, peer=self.peer, dataset=dataset, protocol="strict",
+                         **{k: summary[k] for k in ("rows", "outputs", "output_bits", "charged_rows", "bits",
+                                                    "window_rows", "window_largest_per_row", "window_total_bits")
+                            if k in summary})
 
     def _check_own_tee(self, env: ProtocolEnv, protocol: str) -> None:
         check_own_tee(env, party=self.config.name, config=self.config.path, index=self.config.index,
@@ -258,12 +282,13 @@ class PassiveService:
                                       max_depth=model.max_depth, vocabularies=model.vocabularies,
                                       backend=None if strict else self.env().compute)
             self.run_id = f"model:{model.model_digest[:16] or 'saved'}"
+            self._bind_ledger()
         missing = [n for n in self.party.feature_names if n not in batch.feature_names]
         if missing:
             raise ConfigError(f"{self.config.data}: the model uses column(s) {', '.join(map(repr, missing))}, "
                               "which this party's data no longer has")
         batch = batch.conform(self.party.feature_names, self.party.vocabularies, "the model")
-        self.party.add_dataset(msg.dataset, batch.features)
+        self.party.add_dataset(msg.dataset, batch.features, self._row_keys(batch))
         self.audit.write("predict", run_id=self.run_id, peer=self.peer, dataset=msg.dataset, rows=batch.n_rows)
         self.served["prediction_batches"] += 1
         self.served["prediction_rows"] += batch.n_rows
@@ -272,6 +297,8 @@ class PassiveService:
     def close(self) -> None:
         self._close_run("party stopped")
         self.audit.close()
+        if self.ledger is not None:
+            self.ledger.close()
 
 
 #: Protocols in which this passive party verifies the active enclave's quote with its

@@ -69,6 +69,8 @@ class PassiveParty:
         self._revealed: Counter[int] = Counter()  # tree -> partitions this party returned
         self._records_checked = 0
         self._datasets: dict[str, np.ndarray] = {}
+        self._row_keys: dict[str, np.ndarray] = {}  # dataset -> keyed hashes of its rows' ids (deployed)
+        self.ledger = None  # RowLedger: bits per row per day, counted where routing answers leave
         # the party's own compute backend ([compute]); routing answers run there if it takes them
         self.backend = backend
         self._router = Router(backend)  # keeps each routed dataset's shards on that backend
@@ -81,16 +83,36 @@ class PassiveParty:
         if hasattr(protocol, "bind_policy"):  # partitions and enclave criteria are checked where they arise
             protocol.bind_policy(self.name, self.policy, self.max_depth)
 
-    def add_dataset(self, name: str, raw: np.ndarray) -> None:
-        """Raw feature values (rows aligned with the active party's) for routing questions."""
+    def add_dataset(self, name: str, raw: np.ndarray, row_keys: np.ndarray | None = None) -> None:
+        """Raw feature values (rows aligned with the active party's) for routing questions;
+        ``row_keys``: the row ledger's names for those rows, where bits per row are counted."""
         raw = np.asarray(raw, dtype=np.float64)
         if raw.ndim != 2 or raw.shape[1] != len(self.feature_names):
             raise ValueError(f"dataset {name!r} must have {len(self.feature_names)} columns")
+        if row_keys is not None and row_keys.shape[0] != raw.shape[0]:
+            raise ValueError(f"dataset {name!r}: one row key per row")
         self._datasets[name] = raw
+        self._row_keys.pop(name, None)
+        if row_keys is not None:
+            self._row_keys[name] = row_keys
         self._visits.pop(name, None)
         hook = getattr(self.protocol, "add_dataset", None)  # strict mode routes validation rows in enclaves
         if hook is not None:
-            hook(name, raw)
+            hook(name, raw, row_keys)
+
+    def set_row_keys(self, name: str, row_keys: np.ndarray) -> None:
+        """The row ledger's names for a dataset added without them (a run's validation rows)."""
+        if name not in self._datasets or row_keys.shape[0] != self._datasets[name].shape[0]:
+            raise ValueError(f"dataset {name!r}: one row key per row")
+        self._row_keys[name] = row_keys
+
+    def bind_ledger(self, ledger, strict_ledger=None, on_session=None) -> None:
+        """Count bits per row: routing answers in ``ledger`` (a ``RowLedger``), strict
+        sessions in the enclave's sealed ledger kept in ``strict_ledger``."""
+        self.ledger = ledger
+        bind = getattr(self.protocol, "bind_ledger", None)
+        if bind is not None and strict_ledger is not None:
+            bind(strict_ledger, on_session)
 
     def end_training(self) -> None:
         """Training is over: the run's own rows (training, validation, held-out) are no longer
@@ -98,6 +120,7 @@ class PassiveParty:
         drop = getattr(self.protocol, "drop_dataset", None)
         for name in ("train", "valid", "test"):
             self._datasets.pop(name, None)
+            self._row_keys.pop(name, None)
             self._router.forget(name)
             self._visits.pop(name, None)
             if drop is not None:
@@ -236,10 +259,24 @@ class PassiveParty:
         groups = decode_row_sets(msg.encodings, msg.offsets, msg.payload, raw.shape[0], "routing question")
         for record, rows in zip(msg.records, groups):
             self._count_visits(msg.dataset, int(record), rows)
+        self._charge(msg.dataset, groups)
         answers = self._router.answers(self.owner, msg.dataset, raw, list(zip(msg.records.tolist(), groups)))
         self.queries["routed rows"] += int(sum(rows.size for rows in groups))
         flat = np.concatenate(answers) if answers else np.empty(0, dtype=bool)
         return RouteReply(int(flat.size), np.packbits(flat))
+
+    def _charge(self, dataset: str, groups: list[np.ndarray]) -> None:
+        """Every routing answer is one bit about one row: charged to the row ledger before any
+        leaves, the whole request refused if a row would pass the daily budget."""
+        if self.ledger is None or dataset == "train":  # training partitions are bounded by k, not here
+            return
+        keys = self._row_keys.get(dataset)
+        if keys is None:
+            raise ProtocolError(f"party {self.name!r} counts bits per row and has no row keys for {dataset!r}")
+        n = self._datasets[dataset].shape[0]
+        answers = np.bincount(np.concatenate(groups), minlength=n) if groups else np.zeros(n, np.int64)
+        self.ledger.charge(keys, answers, self.policy.max_bits_per_row_per_day,
+                           f"answering {int(answers.sum())} routing question(s) on dataset {dataset!r}")
 
     def _count_visits(self, dataset: str, record_id: int, rows: np.ndarray) -> None:
         """Refuse to route a row through more of this party's records in one tree than a

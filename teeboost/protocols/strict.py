@@ -17,6 +17,7 @@ inside the enclaves along with the training rows. What comes out:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import secrets
@@ -34,6 +35,7 @@ from ..core.split import SplitCriteria
 from ..core.tree import OwnerTable, SplitRecord
 from ..errors import ProtocolError
 from ..parties.messages import Ack
+from ..policy import PolicyRefused
 from ..transport import serde
 from ..transport.serde import message
 from . import strict_messages as sm
@@ -183,17 +185,23 @@ class StrictPassive(NteePassive):
 
     def __init__(self, columns, params, env: ProtocolEnv, index: int) -> None:
         super().__init__(columns, params, env, index)
-        self._datasets: dict[str, np.ndarray] = {}
+        self._datasets: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._validation: np.ndarray | None = None
         self._restore: tuple[bytes, int] | None = None
         self._loaded = False
         self._predictor: StrictPredictPassive | None = None  # once training is over
+        self._ledger = None  # the sealed row ledger's file, and who hears what each session cost
         self.model_digest = ""  # of the published model, from the enclave at the end
 
-    def add_dataset(self, name: str, raw: np.ndarray) -> None:
-        self._datasets[name] = raw
+    def add_dataset(self, name: str, raw: np.ndarray, row_keys: np.ndarray | None = None) -> None:
+        self._datasets[name] = (raw, row_keys)
         if self._predictor is not None:
-            self._predictor.add_dataset(name, raw)
+            self._predictor.add_dataset(name, raw, row_keys)
+
+    def bind_ledger(self, ledger, on_session=None) -> None:
+        self._ledger = (ledger, on_session)
+        if self._predictor is not None:
+            self._predictor.bind_ledger(ledger, on_session)
 
     def drop_dataset(self, name: str) -> None:
         self._datasets.pop(name, None)
@@ -204,7 +212,7 @@ class StrictPassive(NteePassive):
         if not msg.validation:
             self._validation = None
             return Ack()
-        raw = self._datasets.get(msg.validation)
+        raw = self._datasets.get(msg.validation, (None, None))[0]
         if raw is None or raw.shape[0] != msg.n_valid:
             held = "none" if raw is None else f"{raw.shape[0]} rows"
             raise ProtocolError(f"the run routes {msg.n_valid} rows of dataset {msg.validation!r}; "
@@ -242,8 +250,13 @@ class StrictPassive(NteePassive):
                 self.model_digest = released.model_digest.hex()
                 self.enclave.close()
                 self._predictor = StrictPredictPassive(self.columns.owner, self.model_digest, self.env, self.index)
-                for name, raw in self._datasets.items():
-                    self._predictor.add_dataset(name, raw)
+                self._predictor.bind_policy(self._party, self._policy)
+                if self._ledger is not None:
+                    self._predictor.bind_ledger(*self._ledger)
+                for name, (raw, keys) in self._datasets.items():
+                    if name not in RUN_ROWS:  # the run's own rows are never scored: only charged batches
+                        self._predictor.add_dataset(name, raw, keys)
+                self._datasets.clear()
                 return Ack()
             raise ProtocolError(f"unexpected sealed message kind {msg.kind!r}")
         return super().handle(msg)
@@ -262,10 +275,16 @@ class StrictPassive(NteePassive):
             self._predictor.close()
 
 
+#: Datasets of a training run (its training and validation rows): routed inside the enclaves
+#: while it trains, and never scored by the finished model.
+RUN_ROWS = ("train", "valid")
+
+
 class StrictPredictPassive(NteePassive):
-    """Passive host at prediction: a fresh enclave per prediction session, which evaluates
-    all of this party's records on the rows asked for and seals the bits to the active
-    enclave. Its host answers no routing question in the clear."""
+    """Passive host at prediction: a fresh enclave per prediction session, which charges the
+    session to its sealed row ledger, then evaluates all of this party's records on the rows
+    asked for and seals the bits to the active enclave. Its host answers no routing question
+    in the clear, and learns only what each session cost."""
 
     handles = (EnclaveHello, EnclaveFinish, SealedMessage)
     protocol = "strict"
@@ -275,13 +294,22 @@ class StrictPredictPassive(NteePassive):
         super().__init__(None, BoostParams(), env, index)  # a session binds default criteria: nothing is scored
         self.owner = owner
         self.model_digest = bytes.fromhex(model_digest)  # its enclave answers only for this model
-        self.datasets: dict[str, np.ndarray] = {}
+        self.datasets: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._used = False
+        self._ledger = None  # SealedLedgerFile: None counts nothing (one process, one operator)
+        self._on_session = None
 
     scores = False  # a prediction session binds default criteria but scores nothing
 
-    def add_dataset(self, name: str, raw: np.ndarray) -> None:
-        self.datasets[name] = raw
+    def bind_ledger(self, ledger, on_session=None) -> None:
+        """Charge every session to the sealed row ledger kept in ``ledger`` (a
+        ``SealedLedgerFile``); ``on_session`` hears what each one cost."""
+        self._ledger, self._on_session = ledger, on_session
+
+    def add_dataset(self, name: str, raw: np.ndarray, row_keys: np.ndarray | None = None) -> None:
+        if self._ledger is not None and (row_keys is None or row_keys.shape[0] != raw.shape[0]):
+            raise ProtocolError(f"dataset {name!r} needs one row key per row: this party counts bits per row")
+        self.datasets[name] = (raw, row_keys)
 
     def drop_dataset(self, name: str) -> None:
         self.datasets.pop(name, None)
@@ -301,14 +329,36 @@ class StrictPredictPassive(NteePassive):
             if not msg.kind.startswith("predict:"):
                 raise ProtocolError(f"unexpected sealed message kind {msg.kind!r} at prediction")
             name = msg.kind.partition(":")[2]
-            raw = self.datasets.pop(name, None)  # one session per batch: margins of other own splits would
-            if raw is None:                      # be new answers about the same rows
+            raw, keys = self.datasets.pop(name, (None, None))  # one session per batch: margins of other own
+            if raw is None:                                    # splits would be new answers about the same rows
                 raise ProtocolError(f"party {self.index} has no dataset {name!r} (each batch is scored once)")
-            mine = sm.StrictRecordsIn(self.model_digest, *sm.record_arrays(self.owner),
-                                      np.ascontiguousarray(raw, dtype=np.float64))
-            record = self.enclave.ecall("predict_records", pack_records({0: msg.record, 1: serde.encode(mine)}))
-            return SealedMessage(-1, msg.kind, record)
+            return SealedMessage(-1, msg.kind, self._session(name, msg.record, raw, keys))
         return super().handle(msg)
+
+    def _session(self, name: str, request: bytes, raw: np.ndarray, keys: np.ndarray | None) -> bytes:
+        """The enclave charges the session, then seals the record bits; the host stores the
+        new sealed ledger before anything leaves."""
+        policy = self._policy
+        counted = self._ledger is not None
+        lock = self._ledger.locked() if counted else contextlib.nullcontext()
+        with lock:
+            blob, version = self._ledger.load() if counted else (b"", 0)
+            mine = sm.StrictRecordsIn(self.model_digest, *sm.record_arrays(self.owner),
+                                      np.ascontiguousarray(raw, dtype=np.float64), policy.output_bits or 0,
+                                      policy.max_outputs or 0, policy.max_bits_per_row_per_day or 0, time.time(),
+                                      version, keys if counted else np.zeros((0, 16), np.uint8),
+                                      np.frombuffer(blob, dtype=np.uint8))
+            parts = unpack_records(self.enclave.ecall("predict_records", pack_records({0: request,
+                                                                                       1: serde.encode(mine)})))
+            summary = json.loads(parts[2])
+            if summary["refused"]:
+                raise PolicyRefused(self._party, summary["refused"], summary["detail"])
+            if parts[1]:
+                self._ledger.store(parts[1], int(summary["version"]))
+        if self._on_session is not None:
+            self._on_session(name, summary)
+        return parts[0]
+
 
 
 def strict_margin(channel, env: ProtocolEnv, ensemble: Ensemble, owner: OwnerTable, raw: np.ndarray,

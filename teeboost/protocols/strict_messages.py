@@ -23,7 +23,7 @@ from ..transport.serde import array_field, message
 
 __all__ = ["StrictActiveLoad", "StrictPassiveLoad", "StrictLevel", "StrictCandidates", "StrictDecision",
            "StrictPartition", "StrictFinish", "StrictStep", "StrictReplies", "StrictReleased", "StrictPredictIn", "StrictPredictRequest",
-           "StrictRecordsIn", "StrictRecordBits", "StrictPredictions", "StrictCheckpoint", "GRADIENT_BYTES", "pack_fixed",
+           "StrictRecordsIn", "StrictRecordBits", "StrictPredictions", "StrictCheckpoint", "StrictLedger", "GRADIENT_BYTES", "pack_fixed",
            "unpack_fixed", "bits_of", "from_bits", "expect", "model_digest",
            "record_arrays", "go_left_by_record"]
 
@@ -232,6 +232,8 @@ def model_digest(published: dict) -> bytes:
 
 # ---- prediction
 
+TAG_BYTES = 16  # a scoring's tag: SHA-256 of the model digest and the active party's inputs, cut
+
 @message
 @dataclass(frozen=True)
 class StrictPredictIn:
@@ -252,10 +254,15 @@ class StrictPredictIn:
 @dataclass(frozen=True)
 class StrictPredictRequest:
     """Active -> every passive enclave: evaluate all your records on the n rows to predict,
-    for the model of this digest (computed by the active enclave from the model it uses)."""
+    for the model of this digest (computed by the active enclave from the model it uses), which
+    releases ``outputs`` values per row. ``tags``: per row, a digest of the model and the active
+    party's own inputs for that row, so scoring a row again exactly as before is free, and
+    scoring it with other active inputs is charged again."""
 
     n_rows: int
     model_digest: bytes
+    outputs: int
+    tags: np.ndarray = array_field("uint8", 2)  # (rows, TAG_BYTES)
 
 
 @message
@@ -271,6 +278,14 @@ class StrictRecordsIn:
     missing_left: np.ndarray = array_field("bool", 1)
     categories: np.ndarray = array_field("int64", 1)
     raw: np.ndarray = array_field("float64", 2)
+    # the leakage budget, from this party's own [policy] (0: no limit / full precision)
+    output_bits: int
+    max_outputs: int
+    max_bits_per_row: int
+    now: float  # the host's clock, for the 24-hour window
+    ledger_version: int  # the version of the sealed ledger the host last stored (0: none yet)
+    row_keys: np.ndarray = array_field("uint8", 2)  # (rows, 16): keyed hashes of the rows' ids
+    ledger: np.ndarray = array_field("uint8", 1)  # the sealed ledger (empty: none yet)
 
 
 @message
@@ -281,6 +296,21 @@ class StrictRecordBits:
     n_rows: int
     ids: np.ndarray = array_field("int64", 1)
     bits: np.ndarray = array_field("uint8", 1)  # records x rows, row-major, packed
+    output_bits: int = 0  # this party's policy: each released output to this many bits (0: full precision)
+
+
+@message
+@dataclass(frozen=True)
+class StrictLedger:
+    """A passive enclave's row ledger, sealed to its platform and code: per scoring of a row,
+    the row's key, the scoring's tag, when and how many bits it cost. ``version`` counts the
+    ledgers written, so an older copy is refused (rollback guard, docs/enclaves.md)."""
+
+    version: int
+    keys: np.ndarray = array_field("uint8", 2)
+    tags: np.ndarray = array_field("uint8", 2)
+    epochs: np.ndarray = array_field("float64", 1)
+    bits: np.ndarray = array_field("int64", 1)
 
 
 @message

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from teeboost.config import BoostParams
+from teeboost.core.release import quantize_margins
 from teeboost.data import PartyData, align_parties, train_test_rows
 from teeboost.deploy.active import shutdown_peers
 from teeboost.deploy.config import load_config
@@ -126,8 +127,13 @@ def test_strict_mode_over_grpc_grows_plains_trees_and_predicts_between_enclaves(
                         "--output", str(workdir / "p.csv"), "--json")
     assert predicted.returncode == 0, predicted.stderr
     output = pd.read_csv(workdir / "p.csv")
-    expected = reference.predict(active.features[:40], [p.features[:40] for p in passives])
+    # the passive parties' default policy releases each output at 8 bits (teeboost.core.release)
+    margin, _ = reference.predict_margin(active.features[:40], [p.features[:40] for p in passives])
+    ensemble = reference.active.ensemble
+    expected = ensemble.loss.predict(quantize_margins(ensemble, margin, 8))
     assert len(output) == 40 and np.allclose(output["probability_1"].to_numpy(), expected, rtol=0, atol=1e-12)
+    assert not np.allclose(expected, reference.predict(active.features[:40], [p.features[:40] for p in passives]),
+                           rtol=0, atol=1e-12)  # the quantization is at work
 
 
 def test_party_with_a_certificate_from_another_ca_is_refused(federation):

@@ -11,18 +11,21 @@ ends, when it releases that party's own split records.
 Every channel is set up once per run with a party whose pinned identity key signed it.
 """
 
+import hashlib
 import json
 
 import numpy as np
 
 from teeboost.core.model import Ensemble
 from teeboost.core.predict import RoutingOracle
+from teeboost.core.release import quantize_margins
 from teeboost.errors import ProtocolError
 from teeboost.protocols import strict_messages as sm
 from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_initiator,  # noqa: F401 - entry points
                                                   ecall_finish_responder, ecall_hello, ecall_respond, expect,
                                                   init_session, role)
 from teeboost.protocols.enclave_messages import pack_records, unpack_records
+from teeboost.protocols.strict_ledger import charge_session
 from teeboost.protocols.strict_passive import PassiveStrictState
 from teeboost.protocols.strict_trainer import StrictTrainer
 from teeboost.transport import serde
@@ -136,8 +139,18 @@ def ecall_predict_begin(rt, payload):
     # the digest of the model this enclave will use, computed here: passive enclaves answer
     # only for the model their records were released with
     digest = sm.model_digest(json.loads(json.dumps(ensemble.to_dict())))
-    frame = serde.encode(sm.StrictPredictRequest(msg.n_rows, digest))
+    frame = serde.encode(sm.StrictPredictRequest(msg.n_rows, digest, ensemble.n_outputs, _tags(digest, msg.raw)))
     return pack_records({p: current.channel(p).seal(frame) for p in current.peers})
+
+
+def _tags(digest, raw):
+    """Per row: the model and this party's inputs. The same tag again is the same answer
+    again, which a passive ledger does not charge twice."""
+    rows = np.ascontiguousarray(raw, dtype=np.float64)
+    tags = np.zeros((rows.shape[0], sm.TAG_BYTES), dtype=np.uint8)
+    for i in range(rows.shape[0]):
+        tags[i] = np.frombuffer(hashlib.sha256(digest + rows[i].tobytes()).digest()[:sm.TAG_BYTES], np.uint8)
+    return tags
 
 
 class _BitsOracle(RoutingOracle):
@@ -168,8 +181,13 @@ def ecall_predict_finish(rt, payload):
     if sorted(records) != current.peers:
         raise ProtocolError("record bits must come from every passive party")
     bits = {}
+    precision = []  # each passive party's policy on how precisely an output may be released
     for party, record in records.items():
         answer = expect(current.channel(party).open(record), sm.StrictRecordBits)
+        if answer.output_bits < 0:
+            raise ProtocolError(f"party {party} names {answer.output_bits} output bits")
+        if answer.output_bits:
+            precision.append(answer.output_bits)
         if answer.n_rows != msg.n_rows or answer.bits.size != (answer.ids.size * msg.n_rows + 7) // 8:
             raise ProtocolError(f"party {party} evaluated other rows than the ones to predict")
         flat = np.unpackbits(answer.bits, count=answer.ids.size * msg.n_rows).astype(bool)
@@ -177,11 +195,14 @@ def ecall_predict_finish(rt, payload):
     own = sm.go_left_by_record(msg.own_ids, msg.own_features, msg.own_thresholds, msg.own_missing_left,
                                msg.own_categories, msg.raw)
     margin = ensemble.margin(msg.n_rows, _BitsOracle(own, bits))
-    return serde.encode(sm.StrictPredictions(margin))
+    # the strictest passive party sets the precision: no output says more than it allows
+    return serde.encode(sm.StrictPredictions(quantize_margins(ensemble, margin, min(precision, default=0))))
 
 
 def ecall_predict_records(rt, payload):
-    """Passive: [sealed request | this party's records and rows] -> sealed record bits."""
+    """Passive: [sealed request | this party's records, rows and budget] -> [sealed record bits
+    (empty when the session is refused) | the sealed row ledger (empty: unchanged) | what the
+    session cost, for the host's audit log]. Charged before any bit leaves."""
     current = role(rt, "passive")
     parts = unpack_records(payload)
     channel = current.channel(0)
@@ -193,7 +214,14 @@ def ecall_predict_records(rt, payload):
     n_rows = mine.raw.shape[0]
     if n_rows != request.n_rows:
         raise ProtocolError(f"the active party predicts {request.n_rows} rows; this party holds {n_rows}")
+    if mine.output_bits < 0 or mine.max_outputs < 0 or mine.max_bits_per_row < 0:
+        raise ProtocolError("budget settings must be >= 0")
+    ledger, summary = charge_session(rt, current.party, request, mine)
+    if summary["refused"]:
+        return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
     left = sm.go_left_by_record(mine.ids, mine.features, mine.thresholds, mine.missing_left, mine.categories, mine.raw)
     ids = np.array(sorted(left), dtype=np.int64)
     bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n_rows), dtype=bool)
-    return channel.seal(serde.encode(sm.StrictRecordBits(n_rows, ids, np.packbits(bits.reshape(-1)))))
+    sealed = channel.seal(serde.encode(sm.StrictRecordBits(n_rows, ids, np.packbits(bits.reshape(-1)),
+                                                           mine.output_bits)))
+    return pack_records({0: sealed, 1: ledger, 2: json.dumps(summary).encode()})

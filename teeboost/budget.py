@@ -1,0 +1,202 @@
+"""A passive party's row ledger: how many bits about each of its rows left in the last 24 h.
+
+The leakage budget (``[policy] max_bits_per_row_per_day``) is per row, because what an
+active party learns adds up per customer: one routing answer is one bit about one row (plain,
+SecureBoost, N-TEE, 1-TEE); a strict score is counted inside the passive enclave instead
+(``teeboost.protocols.strict_ledger``). Rows are named by a keyed hash of their id (HMAC-SHA256
+under a secret kept in the ledger), so the ledger file holds no ids. It is a SQLite database
+beside the audit log: a restart, or moving or rotating the audit log, resets nothing; spending
+is kept per row and hour and pruned after 25 hours, so its size follows the rows scored in a
+day, not the party's history.
+
+A batch that would take any row past the limit is refused whole, before anything is answered:
+the refusal gives counts, never which rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from .errors import ConfigError
+from .policy import DAY_SECONDS, PolicyRefused
+
+__all__ = ["RowLedger", "SealedLedgerFile", "ledger_path", "KEY_BYTES"]
+
+KEY_BYTES = 16  # a row key: the first 16 bytes of HMAC-SHA256(secret, id)
+_HOUR = 3600.0
+
+
+def ledger_path(audit_log: Path) -> Path:
+    """The row ledger beside an audit log: ``audit-telco.jsonl`` -> ``audit-telco.budget.sqlite``."""
+    return audit_log.with_name(audit_log.name.removesuffix(".jsonl") + ".budget.sqlite")
+
+
+class RowLedger:
+    """Bits spent per row over a sliding day, counted by the hour (the window is therefore 24 to
+    25 hours: never shorter than a day)."""
+
+    def __init__(self, path: Path, party: str, *, clock=time.time) -> None:
+        self.path = Path(path)
+        self.party = party
+        self.clock = clock
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.exists()
+        try:
+            if fresh:  # created private: row keys are pseudonyms of this party's customers
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS spent (row BLOB, hour INTEGER, bits INTEGER, "
+                             "PRIMARY KEY (row, hour)) WITHOUT ROWID")
+            self._db.execute("CREATE INDEX IF NOT EXISTS spent_hour ON spent (hour)")
+            found = self._db.execute("SELECT value FROM meta WHERE name = 'secret'").fetchone()
+            if found is None:
+                self._db.execute("INSERT INTO meta VALUES ('secret', ?)", (os.urandom(32),))
+                found = self._db.execute("SELECT value FROM meta WHERE name = 'secret'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{self.path}: the row ledger of party {party!r} cannot be used ({exc}); "
+                              "it must be the SQLite file this party wrote") from None
+        self._secret = bytes(found[0])
+        self.prune()
+
+    # -- row names
+
+    def row_keys(self, ids: Iterable) -> np.ndarray:
+        """(n, 16) uint8: each id's keyed hash (ids are compared as text)."""
+        keys = [hmac.new(self._secret, str(i).encode("utf-8"), hashlib.sha256).digest()[:KEY_BYTES] for i in ids]
+        return np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), KEY_BYTES)
+
+    # -- spending
+
+    def _hour(self) -> int:
+        return int(self.clock() // _HOUR)
+
+    def spent(self, keys: np.ndarray) -> np.ndarray:
+        """Bits spent on each row in the window."""
+        with self._lock:
+            return self._spent(keys)
+
+    def _spent(self, keys: np.ndarray) -> np.ndarray:
+        since = self._hour() - int(DAY_SECONDS // _HOUR)
+        found: dict[bytes, int] = {}
+        blobs = [bytes(k) for k in keys]
+        for start in range(0, len(blobs), 900):  # SQLite binds at most 999 values per statement
+            chunk = blobs[start:start + 900]
+            marks = ",".join("?" * len(chunk))
+            for row, bits in self._db.execute(f"SELECT row, SUM(bits) FROM spent WHERE hour >= ? AND row IN ({marks}) "
+                                              "GROUP BY row", (since, *chunk)):
+                found[bytes(row)] = int(bits)
+        return np.array([found.get(b, 0) for b in blobs], dtype=np.int64)
+
+    def charge(self, keys: np.ndarray, bits: np.ndarray, limit: int | None, what: str) -> None:
+        """Record ``bits[i]`` more about row ``keys[i]`` (a row may appear more than once), or
+        refuse the whole batch if any row would pass ``limit`` in the window."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint8).reshape(-1, KEY_BYTES)
+        bits = np.asarray(bits, dtype=np.int64).reshape(-1)
+        if keys.shape[0] != bits.size:
+            raise ValueError("one charge per row key")
+        charged = bits > 0
+        keys, bits = keys[charged], bits[charged]
+        if not bits.size:
+            return
+        # merge repeated rows: their bits add up
+        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+        totals = np.bincount(inverse.reshape(-1), weights=bits, minlength=unique.shape[0]).astype(np.int64)
+        with self._lock:
+            if limit is not None:
+                spent = self._spent(unique)
+                over = spent + totals > limit
+                if over.any():
+                    raise PolicyRefused(self.party, "max_bits_per_row_per_day", f"{what} would reveal up to "
+                                        f"{int((spent + totals).max())} bits about {int(over.sum())} of its "
+                                        f"{unique.shape[0]} row(s) in 24 hours (each already spent up to "
+                                        f"{int(spent.max())}); at most {limit} bits per row per day")
+            hour = self._hour()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT INTO spent VALUES (?, ?, ?) ON CONFLICT (row, hour) DO UPDATE SET "
+                                     "bits = bits + excluded.bits",
+                                     ((bytes(k), hour, int(b)) for k, b in zip(unique, totals)))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def day(self) -> dict[str, int]:
+        """The window's spending: rows touched, the largest per row, the total."""
+        since = self._hour() - int(DAY_SECONDS // _HOUR)
+        with self._lock:
+            rows, largest, total = self._db.execute(
+                "SELECT COUNT(*), COALESCE(MAX(s), 0), COALESCE(SUM(s), 0) FROM "
+                "(SELECT SUM(bits) AS s FROM spent WHERE hour >= ? GROUP BY row)", (since,)).fetchone()
+        return {"rows": int(rows), "largest_per_row": int(largest), "total_bits": int(total)}
+
+    def prune(self) -> None:
+        """Forget hours older than the window."""
+        with self._lock:
+            self._db.execute("DELETE FROM spent WHERE hour < ?", (self._hour() - int(DAY_SECONDS // _HOUR) - 1,))
+
+    def get_meta_int(self, name: str) -> int:
+        with self._lock:
+            found = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return int(found[0]) if found is not None else 0
+
+    def set_meta_int(self, name: str, value: int) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                             (name, int(value)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class SealedLedgerFile:
+    """Where a passive host keeps its strict enclave's sealed row ledger between sessions. The
+    host cannot read the blob; it hands it back with the version it last stored, which it keeps
+    apart from the blob, in the row ledger (``versions``), so copying an old blob back is
+    refused by the enclave. The blob is written first and the version after: a crash between
+    the two leaves the blob one version ahead, which the enclave accepts (it only over-counts)."""
+
+    def __init__(self, path: Path, versions: "RowLedger") -> None:
+        self.path = Path(path)
+        self.versions = versions
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def beside(audit_log: Path, versions: "RowLedger") -> "SealedLedgerFile":
+        name = audit_log.name.removesuffix(".jsonl") + ".strict-ledger.sealed"
+        return SealedLedgerFile(audit_log.with_name(name), versions)
+
+    def load(self) -> tuple[bytes, int]:
+        version = self.versions.get_meta_int("strict_ledger_version")
+        try:
+            return self.path.read_bytes(), version
+        except FileNotFoundError:
+            return b"", version
+
+    def store(self, blob: bytes, version: int) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(blob)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        self.versions.set_meta_int("strict_ledger_version", version)
+
+    def locked(self):
+        """One session at a time reads, charges and stores the ledger."""
+        return self._lock

@@ -1,0 +1,108 @@
+"""Inside a passive strict enclave: the row ledger that meters what predictions release.
+
+Every strict prediction session is charged here before any record bit leaves for the active
+enclave: each row scored costs ``outputs x output_bits`` (the active enclave releases each
+output quantized to that many bits, ``teeboost.core.release``), unless the same row was scored
+in the window with the same model and the same active inputs (the same answer again: nothing
+new). A session that would take any row past ``max_bits_per_row`` in 24 hours releases nothing.
+
+The ledger is sealed to this platform and code and kept by the host between sessions; the host
+sees only counts. Rows are named by the host's keyed hashes of their ids; the tags (model and
+active inputs) never leave sealed. ``version`` counts the ledgers written: the host keeps the
+last version it stored and an older copy is refused (docs/enclaves.md: the rollback guard).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ProtocolError
+from ..transport import serde
+from . import strict_messages as sm
+
+__all__ = ["LEDGER_CONTEXT", "charge_session", "DAY_SECONDS", "FULL_PRECISION_BITS"]
+
+LEDGER_CONTEXT = b"teeboost-strict-row-ledger-v1:"
+DAY_SECONDS = 86_400.0
+FULL_PRECISION_BITS = 64  # an output released unquantized: a float64
+
+
+def _empty() -> sm.StrictLedger:
+    return sm.StrictLedger(0, np.zeros((0, 16), np.uint8), np.zeros((0, sm.TAG_BYTES), np.uint8),
+                           np.zeros(0), np.zeros(0, np.int64))
+
+
+def _open(rt, party: int, mine: sm.StrictRecordsIn) -> sm.StrictLedger:
+    if mine.ledger.size == 0:
+        if mine.ledger_version != 0:
+            raise ProtocolError(f"refused: the host last stored row ledger version {mine.ledger_version}, and gave "
+                                "none (a lost or removed ledger would forget every row already scored)")
+        return _empty()
+    ledger = serde.decode(rt.unseal(mine.ledger.tobytes(), LEDGER_CONTEXT + party.to_bytes(4, "big")))
+    if not isinstance(ledger, sm.StrictLedger):
+        raise ProtocolError("the sealed row ledger is not a ledger")
+    # an older copy would forget rows already scored; one ahead is a store the host did not
+    # finish recording (blob written, version not yet): it only over-counts
+    if ledger.version not in (mine.ledger_version, mine.ledger_version + 1):
+        raise ProtocolError(f"refused: the sealed row ledger is version {ledger.version}, and the host last "
+                            f"stored version {mine.ledger_version} (a rolled back or foreign ledger)")
+    return ledger
+
+
+def charge_session(rt, party: int, request: sm.StrictPredictRequest,
+                   mine: sm.StrictRecordsIn) -> tuple[bytes, dict]:
+    """-> (the new sealed ledger, or b"" when nothing changed; a summary for the host).
+    ``summary["refused"]`` names the rule when the session must release nothing."""
+    n = request.n_rows
+    bits_each = mine.output_bits or FULL_PRECISION_BITS
+    cost = int(request.outputs) * bits_each
+    summary = {"rows": n, "outputs": int(request.outputs), "output_bits": bits_each, "cost_per_row": cost,
+               "refused": "", "detail": "", "counted": bool(mine.row_keys.shape[0])}
+    if mine.max_outputs and request.outputs > mine.max_outputs:
+        summary.update(refused="max_outputs", detail=f"the model has {request.outputs} outputs; at most "
+                       f"{mine.max_outputs}")
+        return b"", summary
+    if not summary["counted"]:  # a party without a ledger (one process, one operator)
+        if mine.max_bits_per_row and cost > mine.max_bits_per_row:
+            summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at "
+                           f"most {mine.max_bits_per_row}")
+        return b"", summary
+    if mine.row_keys.shape != (n, 16) or request.tags.shape != (n, sm.TAG_BYTES):
+        raise ProtocolError("one row key and one tag per row scored")
+    ledger = _open(rt, party, mine)
+    now = float(mine.now)
+    if ledger.epochs.size:
+        now = max(now, float(ledger.epochs.max()))  # a clock set back does not reopen the window
+    live = ledger.epochs >= now - DAY_SECONDS
+    keys, tags = ledger.keys[live], ledger.tags[live]
+    epochs, spent_bits = ledger.epochs[live], ledger.bits[live]
+    spent: dict[bytes, int] = {}
+    seen: set[bytes] = set()
+    for key, tag, bits in zip(keys, tags, spent_bits):
+        spent[key.tobytes()] = spent.get(key.tobytes(), 0) + int(bits)
+        seen.add(key.tobytes() + tag.tobytes())
+    charged = np.zeros(n, dtype=bool)
+    for i in range(n):
+        key = mine.row_keys[i].tobytes()
+        scoring = key + request.tags[i].tobytes()
+        if scoring in seen:
+            continue
+        seen.add(scoring)
+        charged[i] = True
+        spent[key] = spent.get(key, 0) + cost
+    batch = [spent[mine.row_keys[i].tobytes()] for i in range(n)]
+    largest = max(batch, default=0)
+    summary.update(charged_rows=int(charged.sum()), bits=int(charged.sum()) * cost, largest_in_batch=largest)
+    if mine.max_bits_per_row and largest > mine.max_bits_per_row:
+        over = sum(1 for b in batch if b > mine.max_bits_per_row)
+        summary.update(refused="max_bits_per_row_per_day", detail=f"scoring {n} row(s) at {cost} bits each "
+                       f"({request.outputs} output(s) x {bits_each} bits) would take {over} of them to up to "
+                       f"{largest} bits in 24 hours; at most {mine.max_bits_per_row} bits per row per day")
+        return b"", summary
+    new = sm.StrictLedger(ledger.version + 1, np.concatenate([keys, mine.row_keys[charged]]),
+                          np.concatenate([tags, request.tags[charged]]),
+                          np.concatenate([epochs, np.full(int(charged.sum()), now)]),
+                          np.concatenate([spent_bits, np.full(int(charged.sum()), cost, dtype=np.int64)]))
+    summary.update(version=new.version, window_rows=len(spent), window_largest_per_row=max(spent.values(), default=0),
+                   window_total_bits=int(sum(spent.values())))
+    return rt.seal(serde.encode(new), LEDGER_CONTEXT + party.to_bytes(4, "big")), summary
