@@ -295,3 +295,98 @@ def test_audit_show_reports_bits_against_the_budget(parties):
     n = entries(tmp_path, "charged")[-1]["rows"]
     assert f"strict sessions: 1, {8 * n} bits charged" in shown.stdout and "largest 8 bits per row" in shown.stdout
     assert read_audit(tmp_path / "audit-telco.jsonl")[-1]["event"] in ("queries", "charged", "predict")
+
+
+# --- red-team findings on the budget, each mounted as found
+
+def test_a_prediction_batch_cannot_take_a_run_datasets_name(parties):
+    """A batch named "train" was routed as the run's training rows, which the budget does not
+    charge: 73 bits per row in three batches under an 8-bit budget."""
+    active, tmp_path = parties
+    party, channel = routing_party(tmp_path, "")
+    aligned = active.take(align(channel, active))
+    attacker_model(channel, None, aligned, BoostParams(n_trees=4, max_depth=3, min_samples_leaf=20), aligned.labels,
+                   protocol="plain")
+    batch = active.take(np.arange(200))
+    for name in ("train", "valid", "test", "x" * 81, "a b"):
+        align(channel, batch, "predict")
+        with pytest.raises(ProtocolError, match="a prediction batch cannot be called"):
+            channel.request_all({1: PredictData(name)})
+    party.close()
+
+
+def test_own_split_records_changed_are_a_new_scoring(parties):
+    """Strict: the active host keeps its inputs and moves its own thresholds to +-inf, sending
+    rows down other passive subtrees: each such session was free. Its own records are now in
+    the tag, so the second session is charged and refused."""
+    from teeboost.core.tree import OwnerTable, SplitRecord
+
+    active, tmp_path = parties
+    party, envs, channel = strict_service(tmp_path)
+    aligned = active.take(align(channel, active))
+    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=10, max_depth=3, min_samples_leaf=20),
+                           aligned.labels)
+    batch = active.take(np.arange(300))
+    score(channel, envs, model, batch)
+    moved = OwnerTable()
+    for record_id, record in model.owner.items():
+        moved.insert(record_id, dataclasses.replace(record, threshold=np.inf))
+    assert isinstance(next(iter(dict(moved.items()).values())), SplitRecord)
+    rows = align(channel, batch, "predict")
+    channel.request_all({1: PredictData("predict")})
+    with pytest.raises(ProtocolError, match=r"max_bits_per_row_per_day\)"):
+        strict_margin(channel, envs[0], model.ensemble, moved, batch.take(rows).features, "predict")
+    party.close()
+
+
+@pytest.mark.parametrize("forge", ["other rows", "other model"])
+def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forge):
+    """Strict: the active host called its enclave's predict_begin twice: the first request
+    (already charged rows: free) went to the passive party, the second (other rows, or a forged
+    model of one 0/1 output per passive record) was scored with the bits released for the
+    first: every passive split bit of every row for 8 bits. A session now begins once."""
+    from teeboost.core.model import Ensemble
+    from teeboost.core.split import SplitCriteria
+    from teeboost.core.tree import Tree
+    from teeboost.protocols import strict_messages as sm
+    from teeboost.protocols.enclave_messages import pack_records, unpack_records
+    from teeboost.protocols.ntee import SealedMessage, attest_enclaves
+    from teeboost.protocols.strict import PROGRAM
+    from teeboost.transport import serde
+
+    active, tmp_path = parties
+    party, envs, channel = strict_service(tmp_path)
+    aligned = active.take(align(channel, active))
+    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=10, max_depth=3, min_samples_leaf=20),
+                           aligned.labels)
+    batch = active.take(np.arange(300))
+    score(channel, envs, model, batch)  # charged once: the same request again is free
+    rows = align(channel, batch, "predict")
+    channel.request_all({1: PredictData("predict")})
+    charged_raw = batch.take(rows).features
+    ensemble = model.ensemble
+    if forge == "other model":
+        passive_records = [r for t in ensemble.trees for p, r in zip(t.party, t.record) if p == 1]
+        ensemble = Ensemble("regression", np.zeros(len(passive_records)),
+                            [Tree(output=k, left=[1, -1, -1], right=[2, -1, -1], party=[1, -1, -1],
+                                  record=[r, -1, -1], value=[0.0, 1.0, 0.0], gain=[0.0] * 3, n_rows=[0] * 3,
+                                  cover=[0.0] * 3) for k, r in enumerate(passive_records)])
+    used_raw = charged_raw[::-1].copy() if forge == "other rows" else charged_raw
+    session = dataclasses.replace(envs[0], run_id="predict.forged")
+    params = BoostParams()
+    enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin, session)
+
+    def begin(ens, raw):
+        return enclave.ecall("predict_begin", serde.encode(sm.StrictPredictIn(
+            json.dumps(ens.to_dict()), raw.shape[0], *sm.record_arrays(model.owner), raw)))
+
+    try:
+        requests = unpack_records(begin(model.ensemble, charged_raw))
+        with pytest.raises(Exception, match="already begun its prediction"):
+            begin(ensemble, used_raw)
+        replies = channel.request_all({p: SealedMessage(-1, "predict:predict", r) for p, r in requests.items()})
+        with pytest.raises(Exception, match="stopped after a failed ecall"):  # nothing is released
+            enclave.ecall("predict_finish", pack_records({p: r.record for p, r in replies.items()}))
+    finally:
+        enclave.close()
+    party.close()

@@ -5,7 +5,9 @@
                active_party (passive: the certificate name of the only party it serves; "active")
     [policy]   protocols (default: the TEE protocols only), max_trees, max_depth,
                min_rows_per_node, max_runs_per_day, max_psi_ids_per_day,
-               max_prediction_rows_per_day (see teeboost/policy.py)
+               max_prediction_rows_per_day, max_outputs, output_bits,
+               max_bits_per_row_per_day (see teeboost/policy.py; a passive party gets
+               SAFE_DEFAULTS for what it leaves out)
     [audit]    log (JSON-lines audit log; default audit-<name>.jsonl beside the config)
     [tls]      ca, cert, key   (or insecure = true: plaintext, testing only)
     [[peers]]  name, index, address                       (active)

@@ -43,6 +43,7 @@ from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile
 __all__ = ["PassiveService", "serve_passive"]
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
+RUN_DATASETS = ("train", "valid", "test")  # a training run's own rows, never a prediction batch's name
 
 
 class PassiveService:
@@ -268,6 +269,11 @@ class PassiveService:
         return passive_checkpoint_file(self.config.checkpoint_dir, self.config.index)
 
     def _predict_data(self, msg: PredictData) -> Ack:
+        if msg.dataset in RUN_DATASETS or not _RUN_ID.fullmatch(msg.dataset):
+            # a batch under a run's dataset name would be routed as that dataset (red-team finding:
+            # "train" was exempt from the leakage budget)
+            raise ProtocolError(f"a prediction batch cannot be called {msg.dataset[:40]!r} (1-80 letters, digits, "
+                                f"'.', '_' or '-', and none of {', '.join(RUN_DATASETS)})")
         batch = self._aligned.pop("predict", None)
         if batch is None:
             raise ProtocolError("a prediction batch must be aligned by PSI (purpose 'predict') first")

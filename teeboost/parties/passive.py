@@ -268,9 +268,9 @@ class PassiveParty:
     def _charge(self, dataset: str, groups: list[np.ndarray]) -> None:
         """Every routing answer is one bit about one row: charged to the row ledger before any
         leaves, the whole request refused if a row would pass the daily budget."""
-        if self.ledger is None or dataset == "train":  # training partitions are bounded by k, not here
-            return
         keys = self._row_keys.get(dataset)
+        if self.ledger is None or (dataset == "train" and keys is None and self.columns is not None):
+            return  # the run's own training rows, while it trains: bounded by k and the depth, not here
         if keys is None:
             raise ProtocolError(f"party {self.name!r} counts bits per row and has no row keys for {dataset!r}")
         n = self._datasets[dataset].shape[0]

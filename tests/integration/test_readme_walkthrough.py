@@ -61,11 +61,13 @@ def test_readme_walkthrough_runs_verbatim(tmp_path):
     assert "Traceback" not in out + err, err[-3000:]
     # readable reports (not JSON) from the active party's training and the passive party's stop
     assert "held-out auc" in out and "PSI " in out and "transport       gRPC, mutual TLS" in out
-    assert "party           passive-1 (passive 1) stopped" in out and "runs            1 trained (ntee)" in out
+    assert "party           passive-1 (passive 1) stopped" in out and "runs            1 trained (strict)" in out
     assert not any(line.startswith("{") for line in out.splitlines())
     predictions = pd.read_csv(tmp_path / "active" / "predictions.csv")
     new = pd.read_csv(tmp_path / "active" / "new.csv")
     assert "prediction" in predictions.columns and len(predictions) == len(new) > 0
     assert predictions["prediction"].notna().all()  # every new customer is held by the passive party too
     assert "refusals: 0" in out  # the passive party's audit log
+    # the leakage budget: held-out rows and new customers scored once each, 8 bits per row
+    assert "budget: 8 bits per row per day; strict outputs at 8 bits" in out and "largest 8 bits per row" in out
     print(f"README walkthrough: {seconds:.1f} s")

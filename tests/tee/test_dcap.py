@@ -296,7 +296,7 @@ def test_a_party_requiring_hardware_attestation_refuses_protocols_that_skip_it(t
     service._aligned["train"] = service.data
     for protocol in ("plain", "secureboost", "ntee"):
         with pytest.raises(ProtocolError, match=f"refuses protocol '{protocol}'"):
-            service.handle(Setup("run-1", protocol, json.dumps(BoostParams().to_dict()), 1, np.arange(15),
+            service.handle(Setup("run-1", protocol, json.dumps(BoostParams(min_samples_leaf=20).to_dict()), 1, np.arange(15),
                                  np.arange(15, 20), np.empty(0, dtype=np.int64)))
     config.write_text(config.read_text().replace('mrenclave = [', 'mrenclav = ['))
     with pytest.raises(ConfigError, match="unknown field"):  # a misspelt policy fails at load, not mid-run

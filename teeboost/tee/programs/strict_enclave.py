@@ -131,6 +131,12 @@ def ecall_predict_begin(rt, payload):
     enclave (an empty record: each evaluates every one of its records on every row)."""
     current = role(rt, "active")
     current.require_all_peers()
+    # one prediction per session: what the passive parties were asked for (and charged) is what
+    # is scored (red-team finding: a second begin scored other rows, or another model, with the
+    # record bits released for the first)
+    if rt.state.get("predict_begun"):
+        raise ProtocolError("this session has already begun its prediction; a session scores one request")
+    rt.state["predict_begun"] = True
     msg = expect(payload, sm.StrictPredictIn)
     ensemble = Ensemble.from_dict(json.loads(msg.model))
     if msg.raw.shape[0] != msg.n_rows:
@@ -139,13 +145,23 @@ def ecall_predict_begin(rt, payload):
     # the digest of the model this enclave will use, computed here: passive enclaves answer
     # only for the model their records were released with
     digest = sm.model_digest(json.loads(json.dumps(ensemble.to_dict())))
-    frame = serde.encode(sm.StrictPredictRequest(msg.n_rows, digest, ensemble.n_outputs, _tags(digest, msg.raw)))
+    frame = serde.encode(sm.StrictPredictRequest(msg.n_rows, digest, ensemble.n_outputs,
+                                                 _tags(digest + _own_records_digest(msg), msg.raw)))
     return pack_records({p: current.channel(p).seal(frame) for p in current.peers})
 
 
+def _own_records_digest(msg):
+    """This party's own split records as its host gave them: they steer rows through the
+    passive splits too (red-team finding: changed own thresholds, same inputs, were free)."""
+    h = hashlib.sha256(b"teeboost-strict-own-records-v1")
+    for array in (msg.own_ids, msg.own_features, msg.own_thresholds, msg.own_missing_left, msg.own_categories):
+        h.update(np.ascontiguousarray(array).tobytes())
+    return h.digest()
+
+
 def _tags(digest, raw):
-    """Per row: the model and this party's inputs. The same tag again is the same answer
-    again, which a passive ledger does not charge twice."""
+    """Per row: the model, this party's own records and its inputs for the row. The same tag
+    again is the same answer again, which a passive ledger does not charge twice."""
     rows = np.ascontiguousarray(raw, dtype=np.float64)
     tags = np.zeros((rows.shape[0], sm.TAG_BYTES), dtype=np.uint8)
     for i in range(rows.shape[0]):
