@@ -289,7 +289,7 @@ def plot(result, path: Path) -> None:
     ax.set_xlabel("budget: bits per row per day (= output_bits, one score per row)")
     ax.set_ylabel("ages within +-2 years (%)")
     ax.set_ylim(0, 100)
-    ax.set_title("What the leakage budget lets the active party learn (simulated enclaves)")
+    ax.set_title("What the leakage budget lets the active party learn\n(bundled Give Me Some Credit; simulated enclaves)", fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
