@@ -52,7 +52,7 @@ from teeboost.deploy.passive import PassiveService  # noqa: E402
 from teeboost.errors import ProtocolError  # noqa: E402
 from teeboost.federation import _environments, train_active  # noqa: E402
 from teeboost.metrics import roc_auc  # noqa: E402
-from teeboost.parties.active import FederatedOracle  # noqa: E402
+from teeboost.parties.active import FederatedOracle, ensemble_digest  # noqa: E402
 from teeboost.parties.psi import intersect_as_active  # noqa: E402
 from teeboost.protocols.strict import strict_margin  # noqa: E402
 from teeboost.transport.inmemory import InMemoryChannel  # noqa: E402
@@ -95,7 +95,7 @@ class Federation:
 
     def score(self, model, batch, protocol="strict"):
         batch = self.align(batch, "predict")
-        self.channel.request_all({1: PredictData("predict")})
+        self.channel.request_all({1: PredictData("predict", ensemble_digest(model.ensemble))})
         if protocol == "strict":
             return batch, strict_margin(self.channel, self.envs[0], model.ensemble, model.owner, batch.features,
                                         "predict")

@@ -588,7 +588,7 @@ def _cmd_certs_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit_show(args: argparse.Namespace) -> int:
-    from .audit import read_audit, summarise
+    from .audit import read_audit, read_counters, summarise
 
     path = args.log
     if path is None:
@@ -610,7 +610,8 @@ def _cmd_audit_show(args: argparse.Namespace) -> int:
             ledger = RowLedger(ledger_path(path), entries[-1].get("party", "?") if entries else "?")
             routing = ledger.day()
             ledger.close()
-        print(summarise(entries, routing=routing))
+        # the last 24 h as the party counts them (beside the log: rotated or not, its budgets are there)
+        print(summarise(entries, routing=routing, usage=read_counters(path)))
     return 0
 
 

@@ -16,7 +16,7 @@ __all__ = [
     "IntegrityError",
     "EnclaveError",
     "CheckpointError",
-    "PeerUnavailable",
+    "PeerUnavailable", "Busy", "Refused",
 ]
 
 
@@ -38,6 +38,16 @@ class ProtocolError(TeeboostError):
 
 class PeerUnavailable(ProtocolError):
     """A peer could not be reached or went away; safe to wait for it and resume."""
+
+
+class Busy(ProtocolError):
+    """A party is serving another session that cannot run beside this one; ask again later."""
+
+
+class Refused(TeeboostError):
+    """A party cannot serve a request for a reason of its own (its data, files or a fault):
+    what its peer is told is a reason code and a reference, never the details, which stay in
+    the party's own log (they may name its customers' ids, values or paths)."""
 
 
 class CheckpointError(TeeboostError):

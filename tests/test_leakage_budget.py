@@ -25,7 +25,7 @@ from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.deploy.messages import Finish, PredictData, Setup
 from teeboost.errors import ConfigError, ProtocolError
 from teeboost.federation import _environments, train_active
-from teeboost.parties.active import FederatedOracle
+from teeboost.parties.active import FederatedOracle, ensemble_digest
 from teeboost.policy import SAFE_DEFAULTS, Policy
 from teeboost.protocols.strict import strict_margin
 from teeboost.transport.inmemory import InMemoryChannel
@@ -59,7 +59,7 @@ def attacker_model(channel, envs, aligned, params, labels, *, outputs=1, run_id=
 def score(channel, envs, model, batch):
     """One ordinary prediction session: align the batch by PSI, then route between enclaves."""
     rows = align(channel, batch, "predict")
-    channel.request_all({1: PredictData("predict")})
+    channel.request_all({1: PredictData("predict", ensemble_digest(model.ensemble))})
     return strict_margin(channel, envs[0], model.ensemble, model.owner, batch.take(rows).features, "predict")
 
 
@@ -230,7 +230,7 @@ def test_routing_answers_are_counted_per_row_and_survive_a_restart(parties):
 
     def predict(channel):
         rows = align(channel, batch, "predict")
-        channel.request_all({1: PredictData("predict")})
+        channel.request_all({1: PredictData("predict", ensemble_digest(model.ensemble))})
         oracle = FederatedOracle(channel, "predict", model.owner, batch.take(rows).features)
         return model.ensemble.margin(rows.size, oracle)
 
@@ -273,7 +273,7 @@ def test_the_same_model_in_ntee_is_refused_and_in_strict_it_fits(parties):
     aligned = active.take(align(channel, active))
     model = attacker_model(channel, envs, aligned, params, aligned.labels, protocol="ntee")
     rows = align(channel, batch, "predict")
-    channel.request_all({1: PredictData("predict")})
+    channel.request_all({1: PredictData("predict", ensemble_digest(model.ensemble))})
     with pytest.raises(ProtocolError, match=r"\[policy\] max_bits_per_row_per_day\).*routing question.*at most 8 "
                                             r"bits per row per day"):
         model.ensemble.margin(rows.size, FederatedOracle(channel, "predict", model.owner, batch.take(rows).features))
@@ -311,7 +311,7 @@ def test_a_prediction_batch_cannot_take_a_run_datasets_name(parties):
     for name in ("train", "valid", "test", "x" * 81, "a b"):
         align(channel, batch, "predict")
         with pytest.raises(ProtocolError, match="a prediction batch cannot be called"):
-            channel.request_all({1: PredictData(name)})
+            channel.request_all({1: PredictData(name, "0" * 64)})
     party.close()
 
 
@@ -333,7 +333,7 @@ def test_own_split_records_changed_are_a_new_scoring(parties):
         moved.insert(record_id, dataclasses.replace(record, threshold=np.inf))
     assert isinstance(next(iter(dict(moved.items()).values())), SplitRecord)
     rows = align(channel, batch, "predict")
-    channel.request_all({1: PredictData("predict")})
+    channel.request_all({1: PredictData("predict", ensemble_digest(model.ensemble))})
     with pytest.raises(ProtocolError, match=r"max_bits_per_row_per_day\)"):
         strict_margin(channel, envs[0], model.ensemble, moved, batch.take(rows).features, "predict")
     party.close()
@@ -362,7 +362,7 @@ def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forg
     batch = active.take(np.arange(300))
     score(channel, envs, model, batch)  # charged once: the same request again is free
     rows = align(channel, batch, "predict")
-    channel.request_all({1: PredictData("predict")})
+    channel.request_all({1: PredictData("predict", ensemble_digest(model.ensemble))})
     charged_raw = batch.take(rows).features
     ensemble = model.ensemble
     if forge == "other model":

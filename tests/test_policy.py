@@ -20,7 +20,7 @@ from teeboost.deploy.messages import Finish, PredictData, Setup, Shutdown
 from teeboost.deploy.passive import PassiveService
 from teeboost.errors import ConfigError, ProtocolError
 from teeboost.federation import train_active
-from teeboost.parties.active import FederatedOracle
+from teeboost.parties.active import FederatedOracle, ensemble_digest
 from teeboost.parties.messages import RouteRequest
 from teeboost.parties.psi import PsiPassive, PsiRequest, intersect_as_active
 from teeboost.policy import Policy, PolicyRefused
@@ -81,6 +81,11 @@ def setup(channel, aligned, params=PARAMS, protocol="plain", outputs=1, run_id="
 
 
 OPT_IN = 'protocols = ["plain", "secureboost", "ntee", "onetee", "strict"]'
+
+
+def predict_data(model, dataset="predict"):
+    """Hold the last "predict" alignment as ``dataset``, for the saved model ``model`` names."""
+    return PredictData(dataset, ensemble_digest(model.ensemble))
 
 
 def train(channel, train_rows, params=PARAMS, protocol="plain", env=None):
@@ -227,14 +232,14 @@ def test_prediction_rows_budget(parties):
     channel = InMemoryChannel({1: party.handle})
     aligned = active.take(align(channel, active))
     train_rows, _ = setup(channel, aligned, held_out=0)
-    train(channel, train_rows)
+    model, _ = train(channel, train_rows)
     channel.request_all({1: Finish("plain")})
     batch = active.take(np.arange(80))
     align(channel, batch, "predict")
-    channel.request_all({1: PredictData("predict")})
+    channel.request_all({1: predict_data(model)})
     align(channel, batch, "predict")
     with pytest.raises(ProtocolError, match=r"max_prediction_rows_per_day\).*7[0-9] already served"):
-        channel.request_all({1: PredictData("predict")})
+        channel.request_all({1: predict_data(model)})
 
 
 # --- checked routing
@@ -300,7 +305,7 @@ def test_prediction_needs_a_psi_aligned_batch_and_echoes_no_ids(trained, parties
     channel.request_all({1: Finish("plain")})
     active, _ = parties
     with pytest.raises(ProtocolError, match="aligned by PSI"):
-        channel.request_all({1: PredictData("predict")})
+        channel.request_all({1: predict_data(model)})
     strangers = active.take(np.arange(20))
     strangers = type(strangers)(**{**strangers.__dict__, "ids": np.array([f"stranger-{i}" for i in range(20)])})
     shared = align(channel, strangers, "predict")
@@ -324,7 +329,7 @@ def test_new_ids_are_scored_after_the_file_changes_without_a_restart(trained, pa
     pd.concat([frame, extra]).to_csv(csv, index=False)
     shared = align(channel, batch, "predict")
     assert shared.size == len(missing)
-    channel.request_all({1: PredictData("predict")})
+    channel.request_all({1: predict_data(model)})
     margin = model.ensemble.margin(shared.size, FederatedOracle(channel, "predict", model.owner,
                                                                 batch.features[shared]))
     assert np.isfinite(margin).all()
@@ -339,7 +344,7 @@ def test_every_event_is_audited(trained, parties):
     active, _ = parties
     batch = active.take(np.arange(30))
     shared = align(channel, batch, "predict")
-    channel.request_all({1: PredictData("predict")})
+    channel.request_all({1: predict_data(model)})
     model.ensemble.margin(shared.size, FederatedOracle(channel, "predict", model.owner, batch.features[shared]))
     with pytest.raises(ProtocolError):
         route(channel, "predict", shared.size, [(999_999, np.array([0]))])
@@ -500,7 +505,12 @@ def test_a_psi_result_cannot_claim_more_rows_than_were_submitted(parties):
 
     _, tmp_path = parties
     party = service(tmp_path, f"{OPT_IN}\nmax_psi_ids_per_day = 10")
-    reply = party.handle(PsiRequest("train", np.empty((0, 32), dtype=np.uint8)))
+    with pytest.raises(ProtocolError, match="an empty PSI request aligns nothing"):  # each stored the id list
+        party.handle(PsiRequest("train", np.empty((0, 32), dtype=np.uint8)))
+    from teeboost.crypto.psi import hash_ids
+
+    one = hash_ids(["someone"])  # one id submitted, every position claimed
+    reply = party.handle(PsiRequest("train", one))
     with pytest.raises(ProtocolError, match="more shared rows than ids the active party submitted"):
         party.handle(PsiResult("train", np.arange(reply.theirs.shape[0])))
     assert "train" not in party._aligned
@@ -534,3 +544,20 @@ def test_frames_refused_before_decoding_are_audited(parties):
     party = service(tmp_path, OPT_IN)
     answer_frame(party.handle, b"\x00garbage", party.undecodable)
     assert entries(tmp_path, "refused")[-1]["request"] == "undecodable frame"
+
+
+def test_psi_exchanges_waiting_for_their_result_are_bounded():
+    """Each exchange keeps the party's shuffled order until its result: at most MAX_PENDING
+    wait, the oldest forgotten (its result refused by name, never matched to another's rows)."""
+    from teeboost.crypto.psi import hash_ids
+    from teeboost.parties.psi import MAX_PENDING, PsiPassive, PsiResult
+
+    psi = PsiPassive(np.array([f"id-{i}" for i in range(50)]))
+    for k in range(MAX_PENDING + 1):
+        psi.handle(PsiRequest(f"predict.s{k}", hash_ids([f"id-{k}"])))
+    with pytest.raises(ProtocolError, match="without its PSI exchange"):
+        psi.handle(PsiResult("predict.s0", np.array([0])))
+    psi.handle(PsiResult(f"predict.s{MAX_PENDING}", np.array([0])))
+    assert psi.rows[f"predict.s{MAX_PENDING}"].size == 1
+    with pytest.raises(ProtocolError, match="neither 'train' nor 'predict.<session>'"):
+        psi.handle(PsiRequest("predict/../x", hash_ids(["a"])))

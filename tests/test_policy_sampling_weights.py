@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from teeboost.config import BoostParams, ProtocolOptions
+from teeboost.deploy.messages import Finish
 from teeboost.core.split import N_CRITERIA, SplitCriteria
 from teeboost.errors import ConfigError, ProtocolError
 from teeboost.federation import train_active, train_local
@@ -132,6 +133,7 @@ def test_runs_the_policy_allows_grow_plains_trees(parties):
     for protocol in ("plain", "ntee", "strict"):
         train_rows, _ = setup(channel, aligned, params=SAMPLED, protocol=protocol, run_id=f"run-{protocol}")
         model, _ = _run(channel, train_rows, SAMPLED, protocol, env, weights=_weights(train_rows.n_rows))
+        channel.request_all({1: Finish(protocol)})  # one live run at a time: the next is set up after this
         trees = model.ensemble.trees
         assert len(trees) == 2
         leaves[protocol] = [[(t.party[n], t.value[n]) if t.is_leaf(n) else t.party[n] for n in range(t.n_nodes)]

@@ -246,6 +246,7 @@ def test_deployed_passive_party_with_text_and_constant_columns(tmp_path, small_c
     """A passive organisation's file as it comes: a text column, a constant one. It trains,
     saves its own categories, and scores a later batch holding a category it never saw."""
     from teeboost.deploy.messages import Finish, PredictData
+    from teeboost.parties.active import ensemble_digest
     from teeboost.model_files import load_passive
     from teeboost.parties.active import FederatedOracle
     from teeboost.transport.inmemory import InMemoryChannel
@@ -273,7 +274,7 @@ def test_deployed_passive_party_with_text_and_constant_columns(tmp_path, small_c
     frame.to_csv(tmp_path / "passive.csv", index=False, sep=";")
     batch = active.take(np.arange(40))
     shared = align(channel, batch, "predict")
-    channel.request_all({1: PredictData("predict")})
+    channel.request_all({1: PredictData("predict", ensemble_digest(model.ensemble))})
     margin = model.ensemble.margin(shared.size, FederatedOracle(channel, "predict", model.owner,
                                                                 batch.features[shared]))
     assert shared.size == 40 and np.isfinite(margin).all()

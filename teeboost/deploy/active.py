@@ -28,12 +28,12 @@ from ..core.boosting import TreeProgress
 from ..core.loss import make_objective
 from ..checkpoint import active_checkpoint_file, remove_checkpoint
 from ..data import PartyData, read_csv, train_test_rows
-from ..errors import DataError, PeerUnavailable, TeeboostError
+from ..errors import DataError, PeerUnavailable, ProtocolError, TeeboostError
 from ..federation import train_active
 from ..labels import encode_labels, encode_with_classes
 from ..metrics import evaluate
 from ..model_files import load_active, save_models
-from ..parties.active import FederatedOracle
+from ..parties.active import FederatedOracle, ensemble_digest
 from ..protocols.strict import strict_margin
 from ..parties.psi import intersect_as_active
 from ..transport.grpc_transport import GrpcChannel
@@ -159,7 +159,7 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
         fit, held = train_test_rows(train.size, 0.2, params.random_state + 1)
         train, valid = train[fit], train[held]
     setup = Setup(run_id, config.protocol, json.dumps(params.to_dict()), _outputs(aligned, config), train, test,
-                  valid)
+                  valid, resume)
     channel.request_all({p: setup for p in channel.parties})
     env = protocol_env(config)
     if uses_enclaves(config.protocol):  # set-up mistakes are named before any enclave starts
@@ -196,7 +196,8 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
 
 def _margin(config: PartyConfig, channel: GrpcChannel, model, features: np.ndarray, dataset: str) -> np.ndarray:
     """Margins of rows whose passive columns the parties hold as ``dataset``: strict models
-    route between enclaves (only margins reach this host), others by routing questions."""
+    route between enclaves (only margins reach this host; a passive party in another enclave
+    session is asked again until it is free), others by routing questions."""
     if model.protocol == "strict":
         return strict_margin(channel, protocol_env(config), model.ensemble, model.owner, features, dataset)
     oracle = FederatedOracle(channel, dataset, model.owner, features, backend=protocol_env(config).compute)
@@ -222,8 +223,10 @@ def run_prediction(config: PartyConfig, data_path: Path, output: Path, *, sep: s
         check_tee(config, "strict")
     audit = AuditLog(config.audit_log, config.name)
     channel = connect(config)
+    session = f"predict.{secrets.token_hex(8)}"  # this prediction's own alignment and dataset at every party
+    digest = ensemble_digest(model.ensemble)  # passive parties serve only the saved model of this digest
     try:
-        shared, _ = intersect_as_active(channel, data.ids, "predict", allow_empty=True)
+        shared, _ = intersect_as_active(channel, data.ids, session, allow_empty=True)
         audit.write("align", purpose="predict", ids=len(ids), intersection=int(shared.size),
                     peer=peer_fingerprints(config))
         ensemble = model.ensemble
@@ -232,8 +235,8 @@ def run_prediction(config: PartyConfig, data_path: Path, output: Path, *, sep: s
         if shared.size:
             if model.protocol == "strict":
                 check_peers(channel, protocol_env(config), party=config.name, protocol="strict")
-            channel.request_all({p: PredictData("predict") for p in channel.parties})
-            margin = _margin(config, channel, model, data.features[shared], "predict")
+            channel.request_all({p: PredictData(session, digest) for p in channel.parties})
+            margin = _margin(config, channel, model, data.features[shared], session)
             prediction[shared] = np.asarray(ensemble.loss.predict(margin)).reshape(shared.size, width)
         traffic = channel.traffic.to_dict()
         audit.write("predict", rows=int(shared.size), unscored=len(ids) - int(shared.size),

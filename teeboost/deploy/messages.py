@@ -23,6 +23,9 @@ class Setup:
     train: np.ndarray = array_field("int64", 1)
     test: np.ndarray = array_field("int64", 1)
     valid: np.ndarray = array_field("int64", 1)
+    # the active party restarted with --resume: this run takes over the one it interrupted, which
+    # the passive party may still hold as live (otherwise a second run while one is live is refused)
+    resume: bool = False
 
 
 @message
@@ -36,10 +39,12 @@ class Finish:
 @message
 @dataclass(frozen=True)
 class PredictData:
-    """Hold the rows of the last prediction alignment (PSI, purpose ``predict``) as dataset
-    ``dataset``, for routing. Ids never travel in the clear."""
+    """Hold the rows of this session's prediction alignment (PSI purpose ``predict.<session>``)
+    as dataset ``predict.<session>``, for the saved model of digest ``model_digest`` (hex) only.
+    Ids never travel in the clear."""
 
     dataset: str
+    model_digest: str
 
 
 @message

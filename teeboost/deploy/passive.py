@@ -6,15 +6,27 @@ parameters the policy allows), saves its own model file, and scores prediction b
 that were aligned by PSI (re-reading its data file when it changed, so new ids can be scored
 without a restart). Every run, query and refusal goes into its audit log. It stops on
 ``Shutdown``.
+
+Sessions never mix: a training run is one live run at a time (a second is refused while the
+first is live, unless it takes over with ``--resume`` or the first went stale); each prediction
+session has its own alignment and dataset (``predict.<session>``) and is scored only with the
+saved model whose digest it names, never an in-progress run; an enclave handshake and a strict
+scoring session hold the party's enclave side until they end, and another waits (``Busy``).
+Peers are told what a refusal is about, never the party's data, files or stack: those stay in
+its stderr, under a reference both sides can quote.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 import signal
 import sys
 import threading
+import time
+import traceback
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,10 +38,12 @@ from ..budget import RowLedger, SealedLedgerFile, ledger_path
 from ..checkpoint import passive_checkpoint_file, remove_checkpoint
 from ..config import BoostParams
 from ..data import PartyData, read_csv_header
-from ..errors import ConfigError, ProtocolError, TeeboostError
+from ..errors import (AttestationError, Busy, ConfigError, EnclaveError, IntegrityError, ProtocolError, Refused,
+                      TeeboostError)
 from ..federation import build_passive
 from ..model_files import PassiveModel, load_passive, passive_file, save_models
 from ..parties.messages import Ack, RouteRequest
+from ..protocols.ntee import EnclaveFinish, EnclaveHello, SealedMessage
 from ..parties.passive import PassiveParty
 from ..parties.psi import PsiPassive, PsiRequest, PsiResult
 from ..policy import DAY_SECONDS, PolicyRefused
@@ -44,6 +58,32 @@ __all__ = ["PassiveService", "serve_passive"]
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
 RUN_DATASETS = ("train", "valid", "test")  # a training run's own rows, never a prediction batch's name
+STALE_RUN_SECONDS = 600.0  # a live run with no request for this long may be replaced by a new one
+SESSION_LEASE_SECONDS = 120.0  # an enclave handshake or strict scoring session with no progress this long is let go
+MAX_PREDICTION_SESSIONS = 32  # prediction datasets held at once (the oldest unused one is dropped)
+#: Refusals a peer hears verbatim: about the protocol or the policy, from the message itself.
+#: Anything else (the party's data, files, a fault) is reported as a reason code and a reference.
+_TOLD = (ProtocolError, AttestationError, IntegrityError, EnclaveError, Refused)
+
+
+def _reason(exc: BaseException) -> str:
+    """The reason code a peer is told for a fault of this party's own."""
+    from ..errors import CheckpointError, DataError, ModelFileError
+
+    for kind, reason in ((DataError, "data"), (ConfigError, "configuration"), (CheckpointError, "checkpoint"),
+                         (ModelFileError, "model file"), (OSError, "files")):
+        if isinstance(exc, kind):
+            return reason
+    return "internal"
+
+
+def _ends_complete(path: Path, size: int) -> bool:
+    """A CSV file someone finished writing ends with a newline."""
+    if size == 0:
+        return False
+    with path.open("rb") as handle:
+        handle.seek(size - 1)
+        return handle.read(1) in (b"\n", b"\r")
 
 
 class PassiveService:
@@ -55,12 +95,18 @@ class PassiveService:
         # passive enclave's sealed ledger (both beside the audit log, neither holding ids)
         self.ledger = RowLedger(ledger_path(config.audit_log), config.name) if config.audit_log else None
         self.strict_ledger = SealedLedgerFile.beside(config.audit_log, self.ledger) if config.audit_log else None
-        self.party: PassiveParty | None = None
+        self.party: PassiveParty | None = None  # the live training run's side
+        self.predictor: PassiveParty | None = None  # the saved model's side, for prediction sessions
+        self.predictor_digest = ""
         self.server: PartyServer | None = None
         self.run_id = ""
+        self._run_seen = 0.0  # when the live run last had a request (monotonic)
+        self._finished = False  # the live run saved its model (Finish)
         self._served_runs: set[str] = set()  # training run ids served by this process (Hello)
         self._source: tuple[int, int] | None = None
-        self._aligned: dict[str, PartyData] = {}
+        self._aligned: OrderedDict[str, PartyData] = OrderedDict()
+        self._handshake: tuple[str, float] | None = None  # (target, since): an enclave handshake under way
+        self._scoring: tuple[str, str, float] | None = None  # (target, session run id, since): strict scoring
         # what this process served, for the report it prints when it stops
         self.served = {"runs": 0, "protocols": [], "prediction_batches": 0, "prediction_rows": 0, "refusals": 0}
         self._reload()
@@ -77,21 +123,38 @@ class PassiveService:
 
     def _reload(self) -> None:
         """(Re)read the data file if it changed since it was last read: new ids can be
-        aligned and scored without a restart. Runs already aligned keep their rows."""
+        aligned and scored without a restart. Runs already aligned keep their rows. A file
+        being written (no newline at its end, or changing while read) is not read: the data
+        read before stays in use (replace the file atomically: write it under another name in
+        the same directory, then rename it into place)."""
+        path = self.config.data
         try:
-            stat = self.config.data.stat()
+            stat = path.stat()
         except FileNotFoundError:
-            raise ConfigError(f"{self.config.data}: party {self.config.name!r}'s data file is gone") from None
+            raise ConfigError(f"{path}: party {self.config.name!r}'s data file is gone") from None
         source = (stat.st_mtime_ns, stat.st_size)
         if source == self._source:
             return
+        if not _ends_complete(path, stat.st_size):
+            return self._defer_reload(f"{path} does not end with a newline: it looks half-written")
         known = self._saved_categories()
-        self.data = PartyData.from_csv(self.config.data, id_column=self.config.id_column, name=self.config.name,
-                                       categorical=[c for c in known if c in read_csv_header(self.config.data)])
+        data = PartyData.from_csv(path, id_column=self.config.id_column, name=self.config.name,
+                                  categorical=[c for c in known if c in read_csv_header(path)])
+        after = path.stat()
+        if (after.st_mtime_ns, after.st_size) != source:
+            return self._defer_reload(f"{path} changed while it was read")
+        self.data = data
         self.psi = PsiPassive(self.data.ids)
         if self._source is not None:
-            self.audit.write("reload", data=str(self.config.data), rows=self.data.n_rows)
+            self.audit.write("reload", data=str(path), rows=self.data.n_rows)
         self._source = source
+
+    def _defer_reload(self, why: str) -> None:
+        if self._source is None:  # nothing read before: nothing to serve
+            raise ConfigError(f"{why}; write the file under another name and rename it into place")
+        print(f"teeboost: party {self.config.name}: {why}; still serving the data read before (write the file "
+              "under another name and rename it into place)", file=sys.stderr, flush=True)
+        self.audit.write("reload deferred", data=str(self.config.data))
 
     def _saved_categories(self) -> list[str]:
         """The categorical columns of this party's saved model: read as text, as trained."""
@@ -104,29 +167,53 @@ class PassiveService:
     def handle(self, msg: Any) -> Any:
         try:
             reply = self._handle(msg)
-        except TeeboostError as exc:
-            self.audit.write("refused", run_id=self.run_id, peer=self.peer, request=type(msg).__name__,
-                             rule=exc.rule if isinstance(exc, PolicyRefused) else type(exc).__name__,
-                             detail=str(exc)[:300])
-            self.served["refusals"] += 1
+        except _TOLD as exc:
+            self._refused(msg, exc.rule if isinstance(exc, PolicyRefused) else type(exc).__name__, str(exc))
             print(f"teeboost: party {self.config.name}: refused {type(msg).__name__}: {exc}", file=sys.stderr,
                   flush=True)  # its operator sees what the active party is told
             raise
+        except Exception as exc:  # noqa: BLE001 - every fault becomes a refusal; the details stay here
+            reason = _reason(exc)
+            reference = secrets.token_hex(4)
+            print(f"teeboost: party {self.config.name}: could not serve {type(msg).__name__} ({reason}, reference "
+                  f"{reference}): {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            if reason == "internal":
+                traceback.print_exc(file=sys.stderr)
+            self._refused(msg, reason, f"reference {reference} (details in the party's stderr)")
+            raise Refused(f"party {self.config.name!r} cannot serve {type(msg).__name__} ({reason}; reference "
+                          f"{reference}): its operator has the details") from None
         if isinstance(msg, RouteRequest):
             self.audit.write("route", run_id=self.run_id, peer=self.peer, dataset=msg.dataset,
                              questions=int(msg.records.size), answers=int(reply.n_answers))
         return reply
 
+    def _refused(self, msg: Any, rule: str, detail: str) -> None:
+        """Audited with the peer's fingerprint, at most so many a minute per rule and peer (a
+        flood of refusals is summed up, not written line by line)."""
+        self.audit.refused(rule, peer=self.peer, address=self.server.current_address if self.server is not None
+                           and hasattr(self.server, "current_address") else "", request=type(msg).__name__,
+                           rule=rule, detail=detail[:300], run_id=self.run_id)
+        self.served["refusals"] += 1
+
     def undecodable(self, exc: Exception) -> None:
-        self.audit.write("refused", run_id=self.run_id, peer=self.peer, request="undecodable frame",
-                         rule=type(exc).__name__, detail=str(exc)[:300])
+        self.audit.refused(type(exc).__name__, peer=self.peer, request="undecodable frame", rule=type(exc).__name__,
+                           detail=str(exc)[:300], run_id=self.run_id)
+
+    def transport_refused(self, reason: str, peer: str, address: str) -> None:
+        """Refusals at the transport (a certificate not allowed to call, a replay, a wrong
+        sender): audited, rate-limited, with the caller's fingerprint and address."""
+        self.audit.refused(reason, peer=peer, address=address, request="transport", rule="transport")
+        self.served["refusals"] += 1
 
     def _handle(self, msg: Any) -> Any:
         if isinstance(msg, PsiRequest):
             return self._align(msg)
         if isinstance(msg, PsiResult):
             reply = self.psi.handle(msg)
-            self._aligned[msg.purpose] = self.data.take(self.psi.rows[msg.purpose])
+            self._aligned.pop(msg.purpose, None)
+            self._aligned[msg.purpose] = self.data.take(self.psi.rows.pop(msg.purpose))
+            while len(self._aligned) > MAX_PREDICTION_SESSIONS:  # alignments nobody used: the oldest goes
+                self._aligned.popitem(last=False)
             self.audit.write("aligned", peer=self.peer, purpose=msg.purpose,
                              intersection=self._aligned[msg.purpose].n_rows)
             return reply
@@ -141,13 +228,82 @@ class PassiveService:
         if isinstance(msg, Shutdown):
             print(f"teeboost: party {self.config.name}: shutting down ({msg.reason[:200]!r})", file=sys.stderr)
             self._close_run("shutdown")
+            self._drop_predictor("shutdown")
             self.audit.write("shutdown", peer=self.peer, reason=msg.reason[:200])
             if self.server is not None:
                 self.server.request_stop()
             return Ack()
-        if self.party is None:
-            raise ProtocolError(f"party {self.config.name!r} has not been set up for training or prediction")
-        return self.party.handle(msg)
+        return self._dispatch(msg)
+
+    # -- which side answers: the live run's, or the saved model's
+
+    def _dispatch(self, msg: Any) -> Any:
+        """Run datasets (train, valid, test) and the run's enclaves belong to the live run;
+        prediction sessions to the saved model. Enclave handshakes and strict scoring sessions
+        take turns (``Busy``): they share the enclave side of a party."""
+        now = time.monotonic()
+        if isinstance(msg, EnclaveHello):
+            target = self._hello_target(msg.run_id)
+            self._take_turn(target, msg.run_id, now)
+            self._handshake = (target, now)
+            try:
+                return self._side(target).handle(msg)
+            except BaseException:
+                self._end_turn()
+                raise
+        if isinstance(msg, EnclaveFinish):
+            if self._handshake is None:
+                raise ProtocolError("enclave handshake finished before it started")
+            target = self._handshake[0]
+            self._handshake = None
+            try:
+                return self._side(target).handle(msg)
+            except BaseException:
+                self._scoring = None
+                raise
+        if isinstance(msg, SealedMessage) and msg.kind.startswith("predict:"):
+            dataset = msg.kind.partition(":")[2]
+            target = "run" if dataset in RUN_DATASETS else "model"
+            if self._scoring is None or self._scoring[0] != target:
+                raise ProtocolError("a strict scoring record outside its session")
+            try:
+                return self._side(target).handle(msg)
+            finally:
+                self._scoring = None
+        if isinstance(msg, RouteRequest):
+            if msg.dataset not in RUN_DATASETS and self.predictor is None:
+                raise ProtocolError(f"party {self.config.name!r} has no dataset {msg.dataset[:80]!r}")
+            return self._side("run" if msg.dataset in RUN_DATASETS else "model").handle(msg)
+        return self._side("run").handle(msg)
+
+    def _hello_target(self, run_id: str) -> str:
+        """A strict scoring session's run id is ``predict.<dataset>.<token>``; a run's is its own."""
+        if not run_id.startswith("predict."):
+            return "run"
+        dataset = run_id[len("predict."):].rpartition(".")[0]
+        return "run" if dataset in RUN_DATASETS else "model"
+
+    def _take_turn(self, target: str, run_id: str, now: float) -> None:
+        busy = self._handshake or self._scoring
+        if busy is not None and now - busy[-1] < SESSION_LEASE_SECONDS:
+            raise Busy(f"party {self.config.name!r} is in another enclave session; ask again shortly")
+        self._handshake = None
+        self._scoring = (target, run_id, now) if run_id.startswith("predict.") else None
+
+    def _end_turn(self) -> None:
+        self._handshake = None
+        self._scoring = None
+
+    def _side(self, target: str) -> PassiveParty:
+        if target == "run":
+            if self.party is None:
+                raise ProtocolError(f"party {self.config.name!r} has no training run set up")
+            self._run_seen = time.monotonic()
+            return self.party
+        if self.predictor is None:
+            raise ProtocolError(f"party {self.config.name!r} has no prediction session: align a batch and send "
+                                "PredictData first")
+        return self.predictor
 
     def _budget(self, rule: str, asked: int) -> None:
         if getattr(self.policy, rule) is not None:
@@ -190,8 +346,16 @@ class PassiveService:
         env = self.env()
         if uses_enclaves(msg.protocol):  # a missing [tee] is named before any enclave starts
             self._check_own_tee(env, msg.protocol)
+        if self.party is not None and not self._finished and msg.run_id != self.run_id and not msg.resume:
+            idle = time.monotonic() - self._run_seen
+            if idle < STALE_RUN_SECONDS:
+                raise Busy(f"party {self.config.name!r} is training run {self.run_id!r} (its last request {idle:.0f} s "
+                           f"ago); another run is refused until it finishes or has been idle for "
+                           f"{STALE_RUN_SECONDS:g} s (an interrupted run is taken over with --resume)")
         self._close_run("replaced by a new run")
         self.run_id = msg.run_id
+        self._finished = False
+        self._run_seen = time.monotonic()
         train = aligned.take(msg.train)
         self.party = build_passive(self.config.index, train, params, msg.protocol, env,
                                    valid=aligned.take(msg.valid) if msg.valid.size else None,
@@ -248,11 +412,14 @@ class PassiveService:
         self.party = None
 
     def _finish(self) -> Ack:
-        if self.party is None or self.party.columns is None:
+        if self.party is None or self.party.columns is None or self._finished:
             raise ProtocolError("nothing was trained")
+        digest = getattr(self.party.protocol, "model_digest", "") or self.party.model_digest
+        if not digest:  # the saved model is replaced only by a run that reached its end
+            raise ProtocolError(f"run {self.run_id!r} did not finish its model (no model digest was announced): "
+                                "the saved model is kept")
         model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner,
-                             "strict" if self.party.protocol_name == "strict" else "",
-                             getattr(self.party.protocol, "model_digest", "") or self.party.model_digest,
+                             "strict" if self.party.protocol_name == "strict" else "", digest,
                              self.party.max_depth,
                              self.party.vocabularies)
         save_models(self.config.model_dir, None, [model])
@@ -263,7 +430,43 @@ class PassiveService:
         self.served["runs"] += 1
         self.served["protocols"].append(self.party.protocol_name)
         self.party.queries.clear()
+        self._finished = True
+        self._drop_predictor("a new model was saved")
         return Ack()
+
+    def _predictor_for(self, digest: str) -> PassiveParty:
+        """The saved model's side, if its digest is the one the active party predicts with."""
+        path = self.config.model_dir / passive_file(self.config.index)
+        model = load_passive(path)
+        if not model.model_digest:
+            raise ProtocolError(f"party {self.config.name!r}'s saved model carries no model digest (saved by an older "
+                                "teeboost): train it again")
+        if digest != model.model_digest:
+            raise ProtocolError(f"the active party predicts with model {digest[:16]!r}; party "
+                                f"{self.config.name!r} serves only its saved model {model.model_digest[:16]!r}")
+        if self.predictor is not None and self.predictor_digest == model.model_digest:
+            return self.predictor
+        self._drop_predictor("the saved model changed")
+        strict = model.protocol == "strict"  # routing only between enclaves
+        self.predictor = PassiveParty(model.index, model.name, model.feature_names, model.owner,
+                                      protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
+                                                                    model.index) if strict else None,
+                                      protocol_name="strict" if strict else None, policy=self.policy,
+                                      max_depth=model.max_depth, vocabularies=model.vocabularies,
+                                      backend=None if strict else self.env().compute)
+        self.predictor_digest = model.model_digest
+        if self.ledger is not None:
+            self.predictor.bind_ledger(self.ledger, self.strict_ledger, self._strict_session)
+        return self.predictor
+
+    def _drop_predictor(self, why: str) -> None:
+        if self.predictor is None:
+            return
+        self.audit.write("prediction queries", model=self.predictor_digest[:16],
+                         queries=dict(self.predictor.queries), note=why)
+        self.predictor.close()
+        self.predictor = None
+        self.predictor_digest = ""
 
     def _checkpoint_file(self) -> Path:
         return passive_checkpoint_file(self.config.checkpoint_dir, self.config.index)
@@ -274,34 +477,28 @@ class PassiveService:
             # "train" was exempt from the leakage budget)
             raise ProtocolError(f"a prediction batch cannot be called {msg.dataset[:40]!r} (1-80 letters, digits, "
                                 f"'.', '_' or '-', and none of {', '.join(RUN_DATASETS)})")
-        batch = self._aligned.pop("predict", None)
+        batch = self._aligned.pop(msg.dataset, None)
         if batch is None:
-            raise ProtocolError("a prediction batch must be aligned by PSI (purpose 'predict') first")
+            raise ProtocolError(f"prediction batch {msg.dataset[:80]!r} must be aligned by PSI (purpose "
+                                f"{msg.dataset[:80]!r}) first")
         self._budget("max_prediction_rows_per_day", batch.n_rows)
-        if self.party is None:
-            model = load_passive(self.config.model_dir / passive_file(self.config.index))
-            strict = model.protocol == "strict"  # routing only between enclaves
-            self.party = PassiveParty(model.index, model.name, model.feature_names, model.owner,
-                                      protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
-                                                                    model.index) if strict else None,
-                                      protocol_name="strict" if strict else None, policy=self.policy,
-                                      max_depth=model.max_depth, vocabularies=model.vocabularies,
-                                      backend=None if strict else self.env().compute)
-            self.run_id = f"model:{model.model_digest[:16] or 'saved'}"
-            self._bind_ledger()
-        missing = [n for n in self.party.feature_names if n not in batch.feature_names]
+        predictor = self._predictor_for(msg.model_digest)
+        missing = [n for n in predictor.feature_names if n not in batch.feature_names]
         if missing:
             raise ConfigError(f"{self.config.data}: the model uses column(s) {', '.join(map(repr, missing))}, "
                               "which this party's data no longer has")
-        batch = batch.conform(self.party.feature_names, self.party.vocabularies, "the model")
-        self.party.add_dataset(msg.dataset, batch.features, self._row_keys(batch))
-        self.audit.write("predict", run_id=self.run_id, peer=self.peer, dataset=msg.dataset, rows=batch.n_rows)
+        batch = batch.conform(predictor.feature_names, predictor.vocabularies, "the model")
+        predictor.add_dataset(msg.dataset, batch.features, self._row_keys(batch))
+        predictor.keep_datasets(MAX_PREDICTION_SESSIONS)
+        self.audit.write("predict", run_id=f"model:{self.predictor_digest[:16]}", peer=self.peer,
+                         dataset=msg.dataset, rows=batch.n_rows)
         self.served["prediction_batches"] += 1
         self.served["prediction_rows"] += batch.n_rows
         return Ack()
 
     def close(self) -> None:
         self._close_run("party stopped")
+        self._drop_predictor("party stopped")
         self.audit.close()
         if self.ledger is not None:
             self.ledger.close()

@@ -100,6 +100,19 @@ class PassiveParty:
         if hook is not None:
             hook(name, raw, row_keys)
 
+    def keep_datasets(self, most: int) -> None:
+        """Keep at most ``most`` prediction datasets (the run's own are never counted or
+        dropped): the oldest go, and a session that still wanted one is refused, never mixed."""
+        batches = [name for name in self._datasets if name not in ("train", "valid", "test")]
+        drop = getattr(self.protocol, "drop_dataset", None)
+        for name in batches[:max(0, len(batches) - most)]:
+            self._datasets.pop(name, None)
+            self._row_keys.pop(name, None)
+            self._visits.pop(name, None)
+            self._router.forget(name)
+            if drop is not None:
+                drop(name)
+
     def set_row_keys(self, name: str, row_keys: np.ndarray) -> None:
         """The row ledger's names for a dataset added without them (a run's validation rows)."""
         if name not in self._datasets or row_keys.shape[0] != self._datasets[name].shape[0]:

@@ -11,13 +11,19 @@ Active party (ids X, scalar a) with each passive party (ids Y, scalar b):
 The active party learns which of its ids every party holds and the size of each passive
 set; a passive party learns the final intersection and the size of the active set.
 
-Alignment runs for a purpose: ``train`` (the rows of a training run) or ``predict`` (a batch
-of rows to score); each purpose keeps its own result, so scoring never disturbs a run.
+Alignment runs for a purpose: ``train`` (the rows of a training run) or ``predict.<session>``
+(a batch of rows to score, one session each); each purpose keeps its own result, so scoring
+never disturbs a run and concurrent scoring sessions never see each other's rows. A passive
+party keeps at most ``MAX_PENDING`` exchanges awaiting their result (the oldest is forgotten)
+and refuses an empty request, so requests cannot pile its memory up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import re
+from collections import OrderedDict
 
 import numpy as np
 
@@ -31,6 +37,8 @@ __all__ = ["PsiRequest", "PsiReply", "PsiResult", "PsiPassive", "intersect_as_ac
 
 
 PURPOSES = ("train", "predict")
+_SESSION_PURPOSE = re.compile(r"^predict\.[A-Za-z0-9_-]{1,64}$")
+MAX_PENDING = 32  # exchanges awaiting their PsiResult, and aligned results awaiting their use
 
 
 @message
@@ -63,8 +71,8 @@ class PsiPassive:
 
     def __init__(self, ids: np.ndarray) -> None:
         self.ids = [str(i) for i in ids]
-        self.rows: dict[str, np.ndarray] = {}
-        self._order: dict[str, np.ndarray] = {}
+        self.rows: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._order: OrderedDict[str, np.ndarray] = OrderedDict()
         self._asked: dict[str, int] = {}
         self._hashed: np.ndarray | None = None
 
@@ -73,20 +81,27 @@ class PsiPassive:
             purpose = _purpose(msg.purpose)
             if msg.points.ndim != 2 or msg.points.shape[1] != POINT_BYTES:
                 raise ProtocolError("malformed PSI request")
+            if msg.points.shape[0] == 0:
+                raise ProtocolError("an empty PSI request aligns nothing")
             if self._hashed is None:
                 self._hashed = hash_ids(self.ids)
             scalar = new_scalar()
             mine = blind(self._hashed, scalar)
             order = np.lexsort(mine.T[::-1])  # sorted by blinded value: reveals nothing of the file's order
+            self._order.pop(purpose, None)
             self._order[purpose] = order
             self._asked[purpose] = int(msg.points.shape[0])
             self.rows.pop(purpose, None)
+            while len(self._order) > MAX_PENDING:  # the oldest exchange is forgotten: its result is refused
+                forgotten, _ = self._order.popitem(last=False)
+                self._asked.pop(forgotten, None)
             return PsiReply(blind(msg.points, scalar), mine[order])
         if isinstance(msg, PsiResult):
             purpose = _purpose(msg.purpose)
             order = self._order.pop(purpose, None)
             if order is None:
-                raise ProtocolError(f"PSI result ({purpose}) before the PSI exchange")
+                raise ProtocolError(f"PSI result ({purpose}) without its PSI exchange (never made, already "
+                                    f"used, or one of more than {MAX_PENDING} waiting)")
             positions = msg.positions
             if positions.size and (positions.min() < 0 or positions.max() >= order.size
                                    or np.unique(positions).size != positions.size):
@@ -94,13 +109,15 @@ class PsiPassive:
             if positions.size > self._asked.pop(purpose):  # an intersection is no larger than either set
                 raise ProtocolError("PSI result claims more shared rows than ids the active party submitted")
             self.rows[purpose] = order[positions]
+            while len(self.rows) > MAX_PENDING:
+                self.rows.popitem(last=False)
             return Ack()
         raise ProtocolError(f"unexpected {type(msg).__name__} during alignment")
 
 
 def _purpose(purpose: str) -> str:
-    if purpose not in PURPOSES:
-        raise ProtocolError(f"alignment purpose {purpose!r} is neither 'train' nor 'predict'")
+    if purpose not in PURPOSES and not _SESSION_PURPOSE.fullmatch(purpose):
+        raise ProtocolError(f"alignment purpose {purpose[:80]!r} is neither 'train' nor 'predict.<session>'")
     return purpose
 
 

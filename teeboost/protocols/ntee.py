@@ -115,6 +115,24 @@ def own_candidates(columns, nodes, node_rows, codec, criteria, tree):
     return best, np.array([b.valid for b in best], dtype=bool), left
 
 
+#: How long a party's hello waits, asking again, while a passive party serves another session.
+BUSY_WAIT_SECONDS = 300.0
+
+
+def _request_when_free(channel, party: int, msg):
+    """A passive party in another enclave session answers ``Busy``: ask again, backing off."""
+    deadline = time.monotonic() + BUSY_WAIT_SECONDS
+    wait = 0.05
+    while True:
+        try:
+            return channel.request(party, msg)
+        except ProtocolError as exc:
+            if ": Busy: " not in str(exc) or time.monotonic() + wait > deadline:
+                raise
+        time.sleep(wait)
+        wait = min(2 * wait, 1.0)
+
+
 def attest_enclaves(program: str, protocol: str, channel, criteria, max_bin: int, env: ProtocolEnv):
     """Start the active party's enclave and attest it with every passive enclave (relayed
     4-step handshake, each step signed by the party's pinned identity key)."""
@@ -127,7 +145,8 @@ def attest_enclaves(program: str, protocol: str, channel, criteria, max_bin: int
         context = run_context_of(env, protocol, env.run_id, max_bin, criteria)
         for party in channel.parties:
             hello = enclave.ecall("hello", party.to_bytes(4, "big"))
-            reply = channel.request(party, EnclaveHello(hello, env.run_id, list(criteria_tuple(criteria)), keys))
+            reply = _request_when_free(channel, party, EnclaveHello(hello, env.run_id, list(criteria_tuple(criteria)),
+                                                                   keys))
             parts = em.unpack_records(enclave.ecall("finish_initiator", party.to_bytes(4, "big") + reply.reply))
             signature = identity.sign(party_statement("initiator", 0, context, parts[1]))
             finished = channel.request(party, EnclaveFinish(parts[0], signature, b""))

@@ -367,7 +367,8 @@ def strict_margin(channel, env: ProtocolEnv, ensemble: Ensemble, owner: OwnerTab
     dataset of that name) computed in a fresh attested session of strict enclaves: passive
     record bits go sealed to the active enclave; only margins come out."""
     params = BoostParams()
-    session = dataclasses.replace(env, run_id=f"predict.{secrets.token_hex(16)}")
+    # the session's run id names the dataset, so a passive party knows which side serves it
+    session = dataclasses.replace(env, run_id=f"predict.{dataset}.{secrets.token_hex(16)}")
     enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin, session)
     try:
         raw = np.ascontiguousarray(raw, dtype=np.float64)
