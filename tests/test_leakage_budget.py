@@ -294,7 +294,7 @@ def test_audit_show_reports_bits_against_the_budget(parties):
     assert "budget: 8 bits per row per day; strict outputs at 8 bits" in shown.stdout
     n = entries(tmp_path, "charged")[-1]["rows"]
     assert f"strict sessions: 1, {8 * n} bits charged" in shown.stdout and "largest 8 bits per row" in shown.stdout
-    assert read_audit(tmp_path / "audit-telco.jsonl")[-1]["event"] in ("queries", "charged", "predict")
+    assert read_audit(tmp_path / "audit-telco.jsonl")[-1]["event"] in ("queries", "prediction queries", "charged")
 
 
 # --- red-team findings on the budget, each mounted as found
@@ -372,7 +372,7 @@ def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forg
                                   record=[r, -1, -1], value=[0.0, 1.0, 0.0], gain=[0.0] * 3, n_rows=[0] * 3,
                                   cover=[0.0] * 3) for k, r in enumerate(passive_records)])
     used_raw = charged_raw[::-1].copy() if forge == "other rows" else charged_raw
-    session = dataclasses.replace(envs[0], run_id="predict.forged")
+    session = dataclasses.replace(envs[0], run_id="predict.predict.forged")  # a session for dataset "predict"
     params = BoostParams()
     enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin, session)
 

@@ -39,7 +39,7 @@ from ..parties.psi import intersect_as_active
 from ..transport.grpc_transport import GrpcChannel
 from ..transport.tls import peer_certificate_fingerprint
 from .config import PartyConfig, protocol_env
-from .messages import Finish, PredictData, Setup, Shutdown
+from .messages import Abandon, Finish, PredictData, Setup, Shutdown
 from .tee_check import check_own_tee, check_peers, explain_attestation_failure, uses_enclaves
 
 __all__ = ["run_training", "run_prediction", "shutdown_peers"]
@@ -88,6 +88,7 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
     audit.write("run", run_id=run_id, protocol=config.protocol, params=config.params.to_dict(),
                 peers={p.name: p.address for p in config.peers}, peer=peer_fingerprints(config), resume=resume,
                 rows={"data": data.n_rows})
+    done = False
     try:
         while True:
             try:
@@ -95,6 +96,7 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
                 audit.write("trained", run_id=run_id, n_trees=result["n_trees"], metric=result["metric"],
                             value=result["value"], bytes_total=result["bytes_total"],
                             queries=result["messages"])
+                done = True
                 return result
             except PeerUnavailable as exc:
                 if recoveries >= config.max_recoveries or config.recover_timeout <= 0:
@@ -114,8 +116,18 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
                     raise explained from exc
                 raise
     finally:
+        if not done:  # a run that will not finish is released at the passive parties (its checkpoints stay)
+            _abandon(channel, run_id)
         channel.close()
         audit.close()
+
+
+def _abandon(channel: GrpcChannel, run_id: str) -> None:
+    """Best effort: a party that cannot be told lets the run go stale (or a --resume takes it over)."""
+    try:
+        channel.request_all({p: Abandon(run_id) for p in channel.parties})
+    except Exception:  # noqa: BLE001 - the run's own error is the one to report
+        pass
 
 
 def check_tee(config: PartyConfig, protocol: str) -> None:

@@ -19,10 +19,11 @@
     [compute]  backend ("local" processes, the default, or "ray"), address ("auto",
                "ray://host:10001", or "local" for a private instance), workers, shard_rows,
                num_cpus, object_store_mb, max_retries (this party's own machines; never sent)
-    [network]  timeout, connect_timeout, max_message_mb, retries (resends while a peer is
-               unreachable), recover_timeout (active: how long to wait for a lost passive party
-               to come back before resuming from the checkpoints; 0 = stop at once),
-               max_recoveries
+    [network]  timeout, connect_timeout, max_message_mb (largest gRPC message either way, default
+               1024; a passive party reads a request's body only from the party it serves),
+               retries (resends while a peer is unreachable), recover_timeout (active: how long to
+               wait for a lost passive party to come back before resuming from the checkpoints;
+               0 = stop at once), max_recoveries
 
 Relative paths are relative to the config file. Errors name the file and the field.
 """
@@ -241,7 +242,8 @@ def load_config(path: str | Path) -> PartyConfig:
     network = raw.get("network", {})
     config.timeout = _get(network, "timeout", float, "network", 600.0, path=path)
     config.connect_timeout = _get(network, "connect_timeout", float, "network", 30.0, path=path)
-    config.max_message_bytes = int(_get(network, "max_message_mb", float, "network", 1024.0, path=path) * 2**20)
+    config.max_message_bytes = int(_get(network, "max_message_mb", float, "network",
+                                         DEFAULT_MAX_MESSAGE_BYTES / 2**20, path=path) * 2**20)
     config.retries = _get(network, "retries", int, "network", 3, path=path)
     config.recover_timeout = _get(network, "recover_timeout", float, "network", 120.0, path=path)
     config.max_recoveries = _get(network, "max_recoveries", int, "network", 3, path=path)

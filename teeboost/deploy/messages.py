@@ -8,7 +8,7 @@ import numpy as np
 
 from ..transport.serde import array_field, message
 
-__all__ = ["Setup", "Finish", "PredictData", "Shutdown", "TeeProfile"]
+__all__ = ["Setup", "Finish", "Abandon", "PredictData", "Shutdown", "TeeProfile"]
 
 
 @message
@@ -34,6 +34,15 @@ class Finish:
     """Training is over: save your own model file."""
 
     run: str
+
+
+@message
+@dataclass(frozen=True)
+class Abandon:
+    """The active party gave up on this run (an error, or it was stopped): release it, so the
+    next run is not refused as overlapping. The saved model is untouched."""
+
+    run_id: str
 
 
 @message

@@ -51,7 +51,7 @@ from ..protocols.enclaves import ProtocolEnv
 from ..protocols.strict import StrictPredictPassive
 from ..transport.grpc_transport import PartyServer
 from .config import PartyConfig, protocol_env
-from .messages import Finish, PredictData, Setup, Shutdown, TeeProfile
+from .messages import Abandon, Finish, PredictData, Setup, Shutdown, TeeProfile
 from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile, uses_enclaves
 
 __all__ = ["PassiveService", "serve_passive"]
@@ -96,8 +96,10 @@ class PassiveService:
         self.ledger = RowLedger(ledger_path(config.audit_log), config.name) if config.audit_log else None
         self.strict_ledger = SealedLedgerFile.beside(config.audit_log, self.ledger) if config.audit_log else None
         self.party: PassiveParty | None = None  # the live training run's side
-        self.predictor: PassiveParty | None = None  # the saved model's side, for prediction sessions
-        self.predictor_digest = ""
+        # the saved model's side for prediction sessions, by model digest: the current saved model,
+        # and the one before it while sessions that began with it are still under way
+        self._predictors: OrderedDict[str, PassiveParty] = OrderedDict()
+        self._sessions: OrderedDict[str, str] = OrderedDict()  # prediction dataset -> model digest
         self.server: PartyServer | None = None
         self.run_id = ""
         self._run_seen = 0.0  # when the live run last had a request (monotonic)
@@ -225,10 +227,15 @@ class PassiveService:
             return self._finish()
         if isinstance(msg, PredictData):
             return self._predict_data(msg)
+        if isinstance(msg, Abandon):
+            if self.party is not None and not self._finished and msg.run_id == self.run_id:
+                self._close_run("abandoned by the active party")
+                self.audit.write("abandoned", run_id=msg.run_id, peer=self.peer)
+            return Ack()
         if isinstance(msg, Shutdown):
             print(f"teeboost: party {self.config.name}: shutting down ({msg.reason[:200]!r})", file=sys.stderr)
             self._close_run("shutdown")
-            self._drop_predictor("shutdown")
+            self._close_predictors("shutdown")
             self.audit.write("shutdown", peer=self.peer, reason=msg.reason[:200])
             if self.server is not None:
                 self.server.request_stop()
@@ -263,17 +270,16 @@ class PassiveService:
                 raise
         if isinstance(msg, SealedMessage) and msg.kind.startswith("predict:"):
             dataset = msg.kind.partition(":")[2]
-            target = "run" if dataset in RUN_DATASETS else "model"
+            target = "run" if dataset in RUN_DATASETS else dataset
             if self._scoring is None or self._scoring[0] != target:
                 raise ProtocolError("a strict scoring record outside its session")
             try:
                 return self._side(target).handle(msg)
             finally:
                 self._scoring = None
+                self._end_session(dataset)  # one scoring per batch
         if isinstance(msg, RouteRequest):
-            if msg.dataset not in RUN_DATASETS and self.predictor is None:
-                raise ProtocolError(f"party {self.config.name!r} has no dataset {msg.dataset[:80]!r}")
-            return self._side("run" if msg.dataset in RUN_DATASETS else "model").handle(msg)
+            return self._side("run" if msg.dataset in RUN_DATASETS else msg.dataset).handle(msg)
         return self._side("run").handle(msg)
 
     def _hello_target(self, run_id: str) -> str:
@@ -281,7 +287,7 @@ class PassiveService:
         if not run_id.startswith("predict."):
             return "run"
         dataset = run_id[len("predict."):].rpartition(".")[0]
-        return "run" if dataset in RUN_DATASETS else "model"
+        return "run" if dataset in RUN_DATASETS else dataset
 
     def _take_turn(self, target: str, run_id: str, now: float) -> None:
         busy = self._handshake or self._scoring
@@ -295,15 +301,24 @@ class PassiveService:
         self._scoring = None
 
     def _side(self, target: str) -> PassiveParty:
+        """``target``: "run", or the dataset of a prediction session."""
         if target == "run":
             if self.party is None:
                 raise ProtocolError(f"party {self.config.name!r} has no training run set up")
             self._run_seen = time.monotonic()
             return self.party
-        if self.predictor is None:
-            raise ProtocolError(f"party {self.config.name!r} has no prediction session: align a batch and send "
-                                "PredictData first")
-        return self.predictor
+        predictor = self._predictors.get(self._sessions.get(target, ""))
+        if predictor is None:
+            raise ProtocolError(f"party {self.config.name!r} has no dataset {target[:80]!r} (align a batch and send "
+                                "PredictData first)")
+        return predictor
+
+    def _end_session(self, dataset: str) -> None:
+        digest = self._sessions.pop(dataset, None)
+        predictor = self._predictors.get(digest or "")
+        if predictor is not None:
+            predictor.keep_datasets([d for d, g in self._sessions.items() if g == digest])
+        self._retire_predictors()
 
     def _budget(self, rule: str, asked: int) -> None:
         if getattr(self.policy, rule) is not None:
@@ -387,8 +402,13 @@ class PassiveService:
                             if k in summary})
 
     def _check_own_tee(self, env: ProtocolEnv, protocol: str) -> None:
-        check_own_tee(env, party=self.config.name, config=self.config.path, index=self.config.index,
-                      protocol=protocol)
+        """A [tee] set-up that does not fit is told to the active party as it is, naming this
+        party's config file and what to fix there (README: set-up mistakes are named at both ends)."""
+        try:
+            check_own_tee(env, party=self.config.name, config=self.config.path, index=self.config.index,
+                          protocol=protocol)
+        except ConfigError as exc:
+            raise ProtocolError(str(exc)) from None
 
     def _compare_tee(self, msg: TeeProfile) -> TeeProfile:
         """The active party's public [tee] set-up against this party's: mismatches are named
@@ -400,7 +420,10 @@ class PassiveService:
         env = self.env()
         self._check_own_tee(env, msg.protocol)
         mine = own_profile(env, party=self.config.name, index=self.config.index, protocol=msg.protocol)
-        compare_profiles(mine, msg)
+        try:
+            compare_profiles(mine, msg)
+        except ConfigError as exc:
+            raise ProtocolError(str(exc)) from None
         return mine
 
     def _close_run(self, why: str) -> None:
@@ -430,8 +453,7 @@ class PassiveService:
         self.served["runs"] += 1
         self.served["protocols"].append(self.party.protocol_name)
         self.party.queries.clear()
-        self._finished = True
-        self._drop_predictor("a new model was saved")
+        self._finished = True  # sessions under way finish with the model they began with; new ones get this one
         return Ack()
 
     def _predictor_for(self, digest: str) -> PassiveParty:
@@ -444,29 +466,44 @@ class PassiveService:
         if digest != model.model_digest:
             raise ProtocolError(f"the active party predicts with model {digest[:16]!r}; party "
                                 f"{self.config.name!r} serves only its saved model {model.model_digest[:16]!r}")
-        if self.predictor is not None and self.predictor_digest == model.model_digest:
-            return self.predictor
-        self._drop_predictor("the saved model changed")
+        predictor = self._predictors.get(model.model_digest)
+        if predictor is not None:
+            return predictor
         strict = model.protocol == "strict"  # routing only between enclaves
-        self.predictor = PassiveParty(model.index, model.name, model.feature_names, model.owner,
-                                      protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
-                                                                    model.index) if strict else None,
-                                      protocol_name="strict" if strict else None, policy=self.policy,
-                                      max_depth=model.max_depth, vocabularies=model.vocabularies,
-                                      backend=None if strict else self.env().compute)
-        self.predictor_digest = model.model_digest
+        predictor = PassiveParty(model.index, model.name, model.feature_names, model.owner,
+                                 protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
+                                                               model.index) if strict else None,
+                                 protocol_name="strict" if strict else None, policy=self.policy,
+                                 max_depth=model.max_depth, vocabularies=model.vocabularies,
+                                 backend=None if strict else self.env().compute)
         if self.ledger is not None:
-            self.predictor.bind_ledger(self.ledger, self.strict_ledger, self._strict_session)
-        return self.predictor
+            predictor.bind_ledger(self.ledger, self.strict_ledger, self._strict_session)
+        self._predictors[model.model_digest] = predictor
+        self._retire_predictors(current=model.model_digest)
+        return predictor
 
-    def _drop_predictor(self, why: str) -> None:
-        if self.predictor is None:
+    def _retire_predictors(self, current: str | None = None) -> None:
+        """Models no session uses any more go, but for the newest; at most two are held."""
+        in_use = set(self._sessions.values())
+        newest = current or next(reversed(self._predictors), None)
+        for digest in list(self._predictors):
+            if digest != newest and (digest not in in_use or len(self._predictors) > 2):
+                self._drop_predictor(digest, "no session uses this model any more")
+        for dataset, digest in list(self._sessions.items()):
+            if digest not in self._predictors:  # its model went: the session is refused by name
+                self._sessions.pop(dataset)
+
+    def _close_predictors(self, why: str) -> None:
+        for digest in list(self._predictors):
+            self._drop_predictor(digest, why)
+        self._sessions.clear()
+
+    def _drop_predictor(self, digest: str, why: str) -> None:
+        predictor = self._predictors.pop(digest, None)
+        if predictor is None:
             return
-        self.audit.write("prediction queries", model=self.predictor_digest[:16],
-                         queries=dict(self.predictor.queries), note=why)
-        self.predictor.close()
-        self.predictor = None
-        self.predictor_digest = ""
+        self.audit.write("prediction queries", model=digest[:16], queries=dict(predictor.queries), note=why)
+        predictor.close()
 
     def _checkpoint_file(self) -> Path:
         return passive_checkpoint_file(self.config.checkpoint_dir, self.config.index)
@@ -483,14 +520,17 @@ class PassiveService:
                                 f"{msg.dataset[:80]!r}) first")
         self._budget("max_prediction_rows_per_day", batch.n_rows)
         predictor = self._predictor_for(msg.model_digest)
+        self._sessions.pop(msg.dataset, None)
+        self._sessions[msg.dataset] = msg.model_digest
+        while len(self._sessions) > MAX_PREDICTION_SESSIONS:  # the oldest session goes (refused by name)
+            self._end_session(next(iter(self._sessions)))
         missing = [n for n in predictor.feature_names if n not in batch.feature_names]
         if missing:
             raise ConfigError(f"{self.config.data}: the model uses column(s) {', '.join(map(repr, missing))}, "
                               "which this party's data no longer has")
         batch = batch.conform(predictor.feature_names, predictor.vocabularies, "the model")
         predictor.add_dataset(msg.dataset, batch.features, self._row_keys(batch))
-        predictor.keep_datasets(MAX_PREDICTION_SESSIONS)
-        self.audit.write("predict", run_id=f"model:{self.predictor_digest[:16]}", peer=self.peer,
+        self.audit.write("predict", run_id=f"model:{msg.model_digest[:16]}", peer=self.peer,
                          dataset=msg.dataset, rows=batch.n_rows)
         self.served["prediction_batches"] += 1
         self.served["prediction_rows"] += batch.n_rows
@@ -498,7 +538,7 @@ class PassiveService:
 
     def close(self) -> None:
         self._close_run("party stopped")
-        self._drop_predictor("party stopped")
+        self._close_predictors("party stopped")
         self.audit.close()
         if self.ledger is not None:
             self.ledger.close()
@@ -515,7 +555,8 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dic
     service = PassiveService(config)
     server = PartyServer(service.handle, name=config.name, listen=config.listen, tls=config.tls,
                          insecure=config.insecure, client_name=config.active_party,
-                         max_message_bytes=config.max_message_bytes, on_undecodable=service.undecodable)
+                         max_message_bytes=config.max_message_bytes, on_undecodable=service.undecodable,
+                         on_refused=service.transport_refused)
     service.server = server
     server.start()
     host = config.listen.rsplit(":", 1)[0]

@@ -100,12 +100,12 @@ class PassiveParty:
         if hook is not None:
             hook(name, raw, row_keys)
 
-    def keep_datasets(self, most: int) -> None:
-        """Keep at most ``most`` prediction datasets (the run's own are never counted or
-        dropped): the oldest go, and a session that still wanted one is refused, never mixed."""
-        batches = [name for name in self._datasets if name not in ("train", "valid", "test")]
+    def keep_datasets(self, keep: list[str]) -> None:
+        """Keep only the prediction datasets named (the run's own are never dropped): a
+        session whose dataset went is refused by name, never mixed with another."""
+        batches = [name for name in self._datasets if name not in ("train", "valid", "test") and name not in keep]
         drop = getattr(self.protocol, "drop_dataset", None)
-        for name in batches[:max(0, len(batches) - most)]:
+        for name in batches:
             self._datasets.pop(name, None)
             self._row_keys.pop(name, None)
             self._visits.pop(name, None)

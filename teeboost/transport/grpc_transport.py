@@ -11,20 +11,33 @@ the same envelope: the server answers a repeat of the request it last served fro
 cache instead of running it twice, so every retry is safe. A peer still unreachable after the
 retries, or one that restarted (it no longer knows the session), becomes ``PeerUnavailable``
 naming it. Plaintext transport exists only behind ``insecure=True``, which says so.
+
+The server (``PartyServer``) is built to hold under load and attack: it runs on ``grpc.aio``
+(an open RPC is a coroutine, not a thread), checks the caller's certificate when an RPC's
+headers arrive (before its body is read: a frame from a peer that may not call is never
+received), runs the handler in one worker thread, caps the allowed caller's RPCs in flight,
+times out TLS handshakes (5 s), request bodies and idle connections, enforces keepalive,
+bounds its reply cache, gives large messages' memory back to the OS (``malloc_trim``) and
+reports every transport-level refusal to ``on_refused``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
+import functools
 import hashlib
 import os
 import sys
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import grpc
+import grpc.aio
 
 from ..errors import ConfigError, PeerUnavailable, ProtocolError
 from .base import Channel, answer_frame
@@ -35,6 +48,7 @@ __all__ = ["Peer", "GrpcChannel", "PartyServer", "DEFAULT_MAX_MESSAGE_BYTES"]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
 _METHOD = "/teeboost.v1.Party/Exchange"
+_RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
 _VERSION = 1
 
 
@@ -151,13 +165,14 @@ class GrpcChannel(Channel):
         return replies
 
     def _result(self, party: int, request: Envelope, future: Any) -> Envelope:
-        """The reply, resending the identical envelope while the peer is unreachable (the
-        server's reply cache makes a repeat of an already served request harmless)."""
+        """The reply, resending the identical envelope while the peer is unreachable or has as
+        many requests in flight as it takes (the server's reply cache makes a repeat of an
+        already served request harmless; a request refused for load was never run)."""
         for attempt in range(self.retries + 1):
             try:
                 return future.result()
             except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt == self.retries:
+                if exc.code() not in _RETRIED or attempt == self.retries:
                     raise
             time.sleep(self.retry_delay * 2**attempt)
             future = self._calls[party].future(request, timeout=self.timeout)
@@ -169,18 +184,141 @@ class GrpcChannel(Channel):
             channel.close()
 
 
+class _Refusal(Exception):
+    """A request refused at the transport level (before or instead of the handler)."""
+
+    def __init__(self, code: grpc.StatusCode, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint(pem: bytes) -> str:
+    try:
+        return certificate_fingerprint(pem)
+    except ValueError:
+        return "unreadable certificate"
+
+
+_libc_trim: Callable[[int], int] | None | bool = False  # False: not looked up yet
+
+
+def release_memory() -> None:
+    """Give freed heap pages back to the OS (glibc ``malloc_trim(0)``; a no-op elsewhere).
+    Without it, the arenas that held a large message stay mapped after it is freed."""
+    global _libc_trim
+    if _libc_trim is False:
+        try:
+            _libc_trim = ctypes.CDLL("libc.so.6").malloc_trim if sys.platform.startswith("linux") else None
+        except (OSError, AttributeError):
+            _libc_trim = None
+    if _libc_trim is not None:
+        try:
+            _libc_trim(0)
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit; (before, after)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return (-1, -1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            target = soft
+        return soft, target
+    return soft, soft
+
+
+class _ReplyCache:
+    """Per session: the last sequence number served, its request digest and its reply.
+
+    At most ``sessions`` sessions are remembered (least recently used forgotten first: a
+    forgotten session's next request is refused as "unknown session", as after a restart),
+    and the replies kept add up to at most ``reply_bytes``: older sessions' replies are
+    dropped first (their sequence numbers stay, so the session can go on; only a retry of
+    that one request can no longer be answered). The newest session's reply is always kept."""
+
+    def __init__(self, sessions: int = 1024, reply_bytes: int = 256 << 20) -> None:
+        self.sessions = max(1, sessions)
+        self.reply_bytes = reply_bytes
+        self._entries: OrderedDict[bytes, list] = OrderedDict()  # session -> [sequence, digest, reply|None]
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, session: bytes) -> tuple[int, bytes, bytes | None] | None:
+        entry = self._entries.get(session)
+        if entry is None:
+            return None
+        self._entries.move_to_end(session)
+        return entry[0], entry[1], entry[2]
+
+    def put(self, session: bytes, sequence: int, digest: bytes, reply: bytes) -> None:
+        old = self._entries.pop(session, None)
+        if old is not None and old[2] is not None:
+            self._bytes -= len(old[2])
+        self._entries[session] = [sequence, digest, reply]
+        self._bytes += len(reply)
+        while len(self._entries) > self.sessions:
+            _, dropped = self._entries.popitem(last=False)
+            if dropped[2] is not None:
+                self._bytes -= len(dropped[2])
+        if self._bytes > self.reply_bytes:
+            for key, entry in self._entries.items():  # oldest first, never the newest
+                if self._bytes <= self.reply_bytes or key == session:
+                    break
+                if entry[2] is not None:
+                    self._bytes -= len(entry[2])
+                    entry[2] = None
+
+
+_LARGE = 8 << 20  # requests or replies above this are followed by malloc_trim
+
+
 class PartyServer:
     """A passive party's gRPC endpoint: one request at a time, from the expected client.
 
     Per session it remembers the last sequence number, a digest of that request and its
     reply: the same request again (a client retry) gets the same reply without running twice;
     an older or different one with a used number is a replay and is refused; a session it has
-    never seen must start at 1 (otherwise this server restarted mid-session and says so)."""
+    never seen must start at 1 (otherwise this server restarted mid-session and says so).
+
+    The server runs on ``grpc.aio`` in its own thread: an open RPC costs a coroutine, not a
+    thread. The caller's certificate is checked when the RPC's headers arrive, before its
+    body is read, so a peer that may not call is refused without its frame being received;
+    silent or slow streams never hold the handler, which runs in one worker thread, one
+    request at a time. Authorized RPCs in flight are capped (``max_concurrent_rpcs``) and
+    must deliver their body within ``request_timeout``; TLS handshakes must finish within
+    ``handshake_timeout``; connections without RPCs are closed after ``idle_timeout``, and
+    dead ones by keepalive pings.
+
+    ``on_refused(reason, peer, address)`` hears of every refusal at the transport level:
+    ``reason`` starts with a keyword (``certificate``, ``sender``, ``replay``,
+    ``unknown-session``, ``busy``, ``timeout``, ``malformed``, ``evicted``) followed by
+    ``": "`` and details; ``peer`` is the client certificate's fingerprint (``sha256:...``)
+    when known; ``address`` is gRPC's ``context.peer()`` (e.g. ``ipv4:10.0.0.5:51234``). It
+    is called from the server's event-loop thread or its handler thread, so it must be
+    thread-safe and cheap; whatever it raises is printed and ignored. A peer that may not call
+    decides how often it is called: aggregate or rate-limit before writing each one to disk."""
 
     def __init__(self, handler: Callable[[Any], Any], *, name: str, listen: str, tls: TlsFiles | None,
                  insecure: bool = False, client_name: str = "active",
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 on_undecodable: Callable[[Exception], None] | None = None) -> None:
+                 on_undecodable: Callable[[Exception], None] | None = None,
+                 on_refused: Callable[[str, str, str], None] | None = None,
+                 max_concurrent_rpcs: int = 64, request_timeout: float = 600.0,
+                 handshake_timeout: float = 5.0, idle_timeout: float = 120.0,
+                 max_streams_per_connection: int = 32, cached_sessions: int = 1024,
+                 cached_reply_bytes: int = 256 << 20) -> None:
         if tls is None and not insecure:
             raise ConfigError("mutual TLS needs ca, cert and key files (or --insecure, which disables it)")
         if insecure:
@@ -188,65 +326,239 @@ class PartyServer:
         self.name = name
         self.client_name = client_name
         self.insecure = insecure
+        self.max_message_bytes = max_message_bytes
+        self.max_concurrent_rpcs = max_concurrent_rpcs
+        self.request_timeout = request_timeout
+        self.open_file_limit: tuple[int, int] | None = None  # (before, after) raising it at start()
         self._handler = handler
         self._on_undecodable = on_undecodable
+        self._on_refused = on_refused
         self.current_peer = ""  # certificate fingerprint of the client whose request is being handled
         self._lock = threading.Lock()
-        self._last: dict[bytes, tuple[int, bytes, bytes]] = {}  # session -> (sequence, digest, reply)
+        self._last = _ReplyCache(cached_sessions, cached_reply_bytes)
         self._stopped = threading.Event()
-        self._server = grpc.server(ThreadPoolExecutor(max_workers=4), options=_options(max_message_bytes))
-        rpc = grpc.unary_unary_rpc_method_handler(self._exchange, request_deserializer=Envelope.FromString,
-                                                  response_serializer=Envelope.SerializeToString)
-        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            "teeboost.v1.Party", {"Exchange": rpc}),))
-        if insecure:
-            self.port = self._server.add_insecure_port(listen)
-        else:
+        self._terminated = threading.Event()
+        self._trimming = False
+        self._in_flight = 0  # authorized RPCs between headers and reply (event-loop thread only)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"teeboost-{name}-handler")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run_loop, name=f"teeboost-{name}-grpc", daemon=True)
+        self._thread.start()
+        options = _options(max_message_bytes) + [
+            ("grpc.server_handshake_timeout_ms", int(handshake_timeout * 1000)),
+            ("grpc.max_connection_idle_ms", int(idle_timeout * 1000)),
+            ("grpc.max_concurrent_streams", max_streams_per_connection),
+            # the client pings every 20 s while a call is open; allow that, and no more
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.max_ping_strikes", 2),
+            ("grpc.keepalive_permit_without_calls", 0),
+            ("grpc.so_reuseport", 0),
+        ]
+        credentials = None
+        if not insecure:
             ca, cert, key = tls.read()
             credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
-            self.port = self._server.add_secure_port(listen, credentials)
+        try:
+            self._server, self.port = self._call(self._build(options, listen, credentials))
+        except RuntimeError as exc:
+            self._close_loop()
+            raise ConfigError(f"party {name!r} cannot listen on {listen!r}: {exc}") from None
         if not self.port:
+            self._close_loop()
             raise ConfigError(f"party {name!r} cannot listen on {listen!r}")
 
-    def _exchange(self, request: Envelope, context: grpc.ServicerContext) -> Envelope:
-        peer = "no certificate (insecure)"
-        if not self.insecure:
-            auth = context.auth_context()
-            names = auth.get("x509_common_name", [])
-            if [n.decode() for n in names] != [self.client_name]:
-                context.abort(grpc.StatusCode.PERMISSION_DENIED, f"only {self.client_name!r} may call {self.name!r}")
-            certs = auth.get("x509_pem_cert", [])
-            peer = certificate_fingerprint(certs[0]) if certs else "unknown certificate"
+    # --- the event loop thread ---
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    def _call(self, coroutine, timeout: float | None = 30.0):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    async def _build(self, options, listen: str, credentials) -> tuple[Any, int]:
+        # stream-unary on the server (the wire is the same as the client's unary call): the
+        # handler starts when the headers arrive, before the body is read
+        rpc = grpc.stream_unary_rpc_method_handler(self._rpc, request_deserializer=None, response_serializer=None)
+        # grpc's own cap counts every RPC, also those refused at once; ours counts authorized ones
+        server = grpc.aio.server(options=options, maximum_concurrent_rpcs=max(256, 4 * self.max_concurrent_rpcs))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("teeboost.v1.Party",
+                                                                              {"Exchange": rpc}),))
+        port = server.add_insecure_port(listen) if credentials is None else server.add_secure_port(listen, credentials)
+        return server, port
+
+    async def _rpc(self, requests: Any, context: grpc.aio.ServicerContext) -> bytes:
+        address = _address(context)
+        peer = "unknown"
+        try:
+            peer = self._authorize(context, address)
+            if self._in_flight >= self.max_concurrent_rpcs:
+                self._refuse(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                             f"busy: {self.max_concurrent_rpcs} requests are already in flight", peer, address,
+                             detail=f"{self.name!r} refused the request: {self.max_concurrent_rpcs} requests are "
+                                    "already in flight; try again later")
+            self._in_flight += 1
+            try:
+                try:
+                    body = await asyncio.wait_for(context.read(), self.request_timeout)
+                except asyncio.TimeoutError:
+                    self._refuse(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                 f"timeout: no request within {self.request_timeout:g} s", peer, address)
+                if not isinstance(body, bytes):  # EOF: the client closed without a request
+                    self._refuse(grpc.StatusCode.INVALID_ARGUMENT, "malformed: no request", peer, address)
+                if len(body) > _LARGE:  # its memory (and the reply's) goes back to the OS once sent
+                    context.add_done_callback(self._release_later)
+                reply = await self._loop.run_in_executor(self._worker, self._serve_bytes, body, peer, address)
+                if len(reply) > _LARGE and len(body) <= _LARGE:
+                    context.add_done_callback(self._release_later)
+                return reply
+            finally:
+                self._in_flight -= 1
+        except _Refusal as refusal:
+            # what gRPC buffered of a refused request's body is freed with the call: give it back
+            context.add_done_callback(self._release_later)
+            await context.abort(refusal.code, refusal.detail)
+
+    def _release_later(self, _context: Any = None) -> None:
+        """malloc_trim off the event loop: one at a time, at most one every 0.2 s (a flood of
+        refusals costs no more than that)."""
+        if not self._trimming:
+            self._trimming = True
+            self._loop.call_later(0.2, lambda: self._loop.run_in_executor(None, self._release))
+
+    def _release(self) -> None:
+        try:
+            release_memory()
+        finally:
+            self._trimming = False
+
+    # --- checks shared by the gRPC handler and the synchronous entry point ---
+
+    def _refuse(self, code: grpc.StatusCode, reason: str, peer: str, address: str, *,
+                detail: str | None = None) -> None:
+        if self._on_refused is not None:
+            try:
+                self._on_refused(reason, peer, address)
+            except Exception as exc:  # noqa: BLE001 - a refusal is never lost to its reporter
+                print(f"teeboost: party {self.name}: on_refused failed: {type(exc).__name__}: {exc}",
+                      file=sys.stderr, flush=True)
+        raise _Refusal(code, detail or reason.split(": ", 1)[-1])
+
+    def _authorize(self, context: Any, address: str) -> str:
+        """The caller's certificate fingerprint, if its certificate names the one allowed caller."""
+        if self.insecure:
+            return "no certificate (insecure)"
+        auth = context.auth_context()
+        certs = auth.get("x509_pem_cert", [])
+        peer = _fingerprint(bytes(certs[0])) if certs else "unknown certificate"
+        names = [n.decode(errors="replace") for n in auth.get("x509_common_name", [])]
+        if names != [self.client_name]:
+            self._refuse(grpc.StatusCode.PERMISSION_DENIED,
+                         f"certificate: only {self.client_name!r} may call {self.name!r} (the certificate names "
+                         f"{', '.join(map(repr, names)) or 'nobody'})", peer, address)
+        return peer
+
+    def _serve_bytes(self, body: bytes, peer: str, address: str) -> bytes:
+        """In the worker thread: one request's bytes to its reply's bytes."""
+        try:
+            request = Envelope.FromString(body)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError and friends
+            self._refuse(grpc.StatusCode.INVALID_ARGUMENT, "malformed: the request is not an envelope", peer, address)
+        return self._serve(request, peer, address).SerializeToString()
+
+    def _serve(self, request: Envelope, peer: str, address: str) -> Envelope:
         if request.version != _VERSION or request.sender != self.client_name:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, "unexpected sender or envelope version")
+            self._refuse(grpc.StatusCode.PERMISSION_DENIED, "sender: unexpected sender or envelope version",
+                         peer, address)
         digest = hashlib.sha256(request.frame).digest()
         with self._lock:
             last = self._last.get(request.session)
             if last is None and request.sequence != 1:
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                              f"unknown session at request {request.sequence}: {self.name!r} restarted")
+                self._refuse(grpc.StatusCode.FAILED_PRECONDITION,
+                             f"unknown-session: unknown session at request {request.sequence}: {self.name!r} "
+                             "restarted", peer, address)
             if last is not None and request.sequence == last[0] and digest == last[1]:
+                if last[2] is None:
+                    self._refuse(grpc.StatusCode.FAILED_PRECONDITION,
+                                 f"evicted: the reply to request {request.sequence} of this session is no longer "
+                                 f"kept by {self.name!r}", peer, address)
                 reply = last[2]  # a retry of the request just served
             elif last is not None and request.sequence != last[0] + 1:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "replayed or out-of-order request")
+                self._refuse(grpc.StatusCode.INVALID_ARGUMENT, "replay: replayed or out-of-order request",
+                             peer, address)
             else:
                 self.current_peer = peer
                 reply = answer_frame(self._handler, request.frame, self._on_undecodable)
-                self._last[request.session] = (request.sequence, digest, reply)
+                self._last.put(request.session, request.sequence, digest, reply)
         return Envelope(version=_VERSION, sender=self.name, sequence=request.sequence, frame=reply,
                         session=request.session)
 
+    def _exchange(self, request: Envelope, context: Any) -> Envelope:
+        """One request through the same checks without gRPC (``context`` needs ``abort``, and
+        ``auth_context`` unless insecure)."""
+        address = _address(context)
+        try:
+            return self._serve(request, self._authorize(context, address), address)
+        except _Refusal as refusal:
+            context.abort(refusal.code, refusal.detail)
+            raise
+
+    # --- life cycle ---
+
     def start(self) -> "PartyServer":
-        self._server.start()
+        before, after = raise_open_file_limit()
+        self.open_file_limit = (before, after)
+        if after >= 0:
+            print(f"teeboost: party {self.name}: open file limit {after}" +
+                  (f" (raised from {before})" if after != before else ""), file=sys.stderr, flush=True)
+        self._call(self._server.start())
         return self
 
     def request_stop(self) -> None:
         """Stop after the current reply has been sent (used by the Shutdown message)."""
         self._stopped.set()
-        threading.Timer(0.2, lambda: self._server.stop(grace=1.0)).start()
+
+        def later() -> None:
+            self._loop.call_later(0.2, lambda: asyncio.ensure_future(self._stop(1.0)))
+
+        try:
+            self._loop.call_soon_threadsafe(later)
+        except RuntimeError:  # the loop is already closed
+            self._terminated.set()
+
+    async def _stop(self, grace: float | None) -> None:
+        try:
+            await self._server.stop(grace)
+        finally:
+            self._terminated.set()
 
     def wait(self) -> None:
-        self._server.wait_for_termination()
+        while not self._terminated.wait(0.5):  # a timeout keeps the main thread's signal handlers running
+            if not self._thread.is_alive():
+                break
+        self._close_loop()
 
     def stop(self) -> None:
-        self._server.stop(grace=None)
+        if self._thread.is_alive() and not self._loop.is_closed():
+            try:
+                self._call(self._stop(None), timeout=10.0)
+            except Exception:  # noqa: BLE001 - stopping is best effort
+                pass
+        self._terminated.set()
+        self._close_loop()
+
+    def _close_loop(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if threading.current_thread() is not self._thread:
+                self._thread.join(timeout=10.0)
+        if not self._thread.is_alive() and not self._loop.is_closed():
+            self._loop.close()
+
+
+def _address(context: Any) -> str:
+    try:
+        return context.peer()
+    except Exception:  # noqa: BLE001 - a fake context, or a call already gone
+        return "unknown address"
