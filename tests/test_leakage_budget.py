@@ -390,3 +390,41 @@ def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forg
     finally:
         enclave.close()
     party.close()
+
+
+def test_an_abandoned_strict_session_releases_the_enclave_side_at_once(parties):
+    """Red-team finding: a strict prediction that died after its enclave handshake held the
+    passive party's enclave side for the whole lease (120 s then). Other sessions wait (Busy)
+    meanwhile; the active party's Abandon, sent when a prediction fails, releases it at once."""
+    import time
+
+    from teeboost.core.split import SplitCriteria
+    from teeboost.deploy.messages import Abandon
+    from teeboost.protocols.ntee import EnclaveHello, attest_enclaves
+    from teeboost.protocols.strict import PROGRAM
+
+    active, tmp_path = parties
+    party, envs, channel = strict_service(tmp_path)
+    aligned = active.take(align(channel, active))
+    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20),
+                           aligned.labels)
+    batch = active.take(np.arange(100))
+    digest = ensemble_digest(model.ensemble)
+    for session in ("predict.s1", "predict.s2"):
+        align(channel, batch, session)
+        channel.request_all({1: PredictData(session, digest)})
+    params = BoostParams()
+    dying = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin,
+                            dataclasses.replace(envs[0], run_id="predict.predict.s1.dead"))
+    dying.close()  # its process died before its scoring record: the enclave side is still its turn
+    hello = EnclaveHello(b"", "predict.predict.s2.x", [0.0] * 11, np.zeros((2, 32), np.uint8))
+    with pytest.raises(ProtocolError, match="Busy: .*another enclave session"):
+        channel.request(1, hello)
+    channel.request(1, Abandon("predict.s1"))
+    started = time.monotonic()
+    rows = align(channel, batch, "predict.s3")
+    channel.request_all({1: PredictData("predict.s3", digest)})
+    margin = strict_margin(channel, envs[0], model.ensemble, model.owner, batch.take(rows).features, "predict.s3")
+    assert margin.shape == (rows.size, 1) and time.monotonic() - started < 10
+    assert entries(tmp_path, "abandoned")[-1]["session"] == "predict.s1"
+    party.close()

@@ -557,7 +557,85 @@ def test_psi_exchanges_waiting_for_their_result_are_bounded():
         psi.handle(PsiRequest(f"predict.s{k}", hash_ids([f"id-{k}"])))
     with pytest.raises(ProtocolError, match="without its PSI exchange"):
         psi.handle(PsiResult("predict.s0", np.array([0])))
+    with pytest.raises(ProtocolError, match="already under way"):  # a session's name, once at a time (red team)
+        psi.handle(PsiRequest(f"predict.s{MAX_PENDING}", hash_ids(["id-1"])))
     psi.handle(PsiResult(f"predict.s{MAX_PENDING}", np.array([0])))
     assert psi.rows[f"predict.s{MAX_PENDING}"].size == 1
-    with pytest.raises(ProtocolError, match="neither 'train' nor 'predict.<session>'"):
+    with pytest.raises(ProtocolError, match="neither 'train.<run>' nor 'predict.<session>'"):
         psi.handle(PsiRequest("predict/../x", hash_ids(["a"])))
+
+
+def test_an_unexpected_fault_is_a_refusal_with_a_reference_and_the_session_goes_on(parties, monkeypatch, capfd):
+    """Any exception in a handler (here a bug planted in PSI) reaches the peer as a reason code
+    and a reference, never its text or traceback; its operator gets both; the next request of
+    the same session is served."""
+    from teeboost.parties import psi as psi_module
+
+    active, tmp_path = parties
+    party = service(tmp_path, OPT_IN)
+    channel = InMemoryChannel({1: party.handle})
+    original = psi_module.PsiPassive.handle
+    monkeypatch.setattr(psi_module.PsiPassive, "handle",
+                        lambda self, msg: (_ for _ in ()).throw(ZeroDivisionError(f"row {party.data.ids[3]} / 0")))
+    with pytest.raises(ProtocolError, match=r"Refused: party 'telco' cannot serve PsiRequest \(internal; reference "
+                                            r"[0-9a-f]{8}\)") as refused:
+        align(channel, active)
+    assert str(party.data.ids[3]) not in str(refused.value) and "ZeroDivisionError" not in str(refused.value)
+    err = capfd.readouterr().err
+    assert "ZeroDivisionError" in err and "Traceback" in err and str(party.data.ids[3]) in err
+    reference = str(refused.value).split("reference ")[1][:8]
+    assert any(reference in str(e.get("detail", "")) for e in entries(tmp_path, "refused"))
+    monkeypatch.setattr(psi_module.PsiPassive, "handle", original)
+    assert align(channel, active).size > 0  # the same session goes on
+
+
+def test_two_runs_aligning_at_once_never_take_each_others_rows(parties):
+    """Red-team finding: a second process's PSI request between the first's request and result
+    re-shuffled the passive party's order, so the first run trained on misaligned rows with no
+    error. Each run now aligns under its own purpose (train.<run id>); a name is used once at a time."""
+    active, tmp_path = parties
+    party = service(tmp_path, OPT_IN)
+    reference = active.take(align(InMemoryChannel({1: party.handle}), active, "train.A"))
+    expected = party._aligned.pop("train.A").ids.copy()
+    other = active.take(np.arange(500))
+
+    class Interleaving(InMemoryChannel):
+        """Process B's alignment starts while process A waits for its result."""
+        done = False
+
+        def request_all(self, messages):
+            from teeboost.parties.psi import PsiResult
+
+            if not self.done and isinstance(messages[1], PsiResult):
+                self.done = True
+                intersect_as_active(InMemoryChannel({1: party.handle}), other.ids, "train.B", allow_empty=True)
+            return super().request_all(messages)
+
+    rows = align(Interleaving({1: party.handle}), active, "train.A")
+    assert np.array_equal(party._aligned["train.A"].ids, expected) and rows.size == reference.n_rows
+    assert party._aligned["train.B"].n_rows == len(set(other.ids) & set(party.data.ids))
+    from teeboost.crypto.psi import hash_ids
+
+    party.handle(PsiRequest("train.C", hash_ids(["x"])))
+    with pytest.raises(ProtocolError, match="already under way"):
+        party.handle(PsiRequest("train.C", hash_ids(["y"])))
+
+
+def test_a_prediction_session_name_in_use_is_never_replaced(trained, parties):
+    party, channel, model, _, tmp_path = trained
+    channel.request_all({1: Finish("plain")})
+    active, _ = parties
+    first, second = active.take(np.arange(40)), active.take(np.arange(40, 90))
+    rows = align(channel, first, "predict.same")
+    channel.request_all({1: predict_data(model, "predict.same")})
+    align(channel, second, "predict.same")
+    with pytest.raises(ProtocolError, match="'predict.same' is already under way"):
+        channel.request_all({1: predict_data(model, "predict.same")})
+    # the first session's rows are still its own: the same margins as a session alone
+    got = model.ensemble.margin(rows.size, FederatedOracle(channel, "predict.same", model.owner,
+                                                           first.take(rows).features))
+    alone = align(channel, first, "predict.alone")
+    channel.request_all({1: predict_data(model, "predict.alone")})
+    expected = model.ensemble.margin(alone.size, FederatedOracle(channel, "predict.alone", model.owner,
+                                                                 first.take(alone).features))
+    assert np.array_equal(got, expected)

@@ -155,7 +155,7 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
                 on_tree: Callable[[TreeProgress], None] | None, resume: bool, run_id: str,
                 audit: AuditLog, on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
-    rows, sizes = intersect_as_active(channel, data.ids)
+    rows, sizes = intersect_as_active(channel, data.ids, f"train.{run_id}")  # this run's own alignment
     audit.write("aligned", run_id=run_id, purpose="train", ids=data.n_rows, intersection=int(rows.size))
     psi = {"seconds": round(time.perf_counter() - started, 3), "active_ids": int(data.n_rows),
            "passive_ids": {str(k): v for k, v in sizes.items()}, "intersection": int(rows.size),
@@ -255,9 +255,13 @@ def run_prediction(config: PartyConfig, data_path: Path, output: Path, *, sep: s
                     bytes_total=traffic["bytes_total"])
     except TeeboostError as exc:
         audit.write("refused", rule=_rule_of(exc), detail=str(exc))
+        _abandon(channel, session)  # its turn and its rows are released at once, not after a lease
         explained = explain_attestation_failure(exc) if model.protocol == "strict" else None
         if explained is not None:
             raise explained from exc
+        raise
+    except BaseException:
+        _abandon(channel, session)
         raise
     finally:
         channel.close()

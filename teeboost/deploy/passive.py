@@ -59,11 +59,11 @@ __all__ = ["PassiveService", "serve_passive"]
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
 RUN_DATASETS = ("train", "valid", "test")  # a training run's own rows, never a prediction batch's name
 STALE_RUN_SECONDS = 600.0  # a live run with no request for this long may be replaced by a new one
-SESSION_LEASE_SECONDS = 120.0  # an enclave handshake or strict scoring session with no progress this long is let go
+SESSION_LEASE_SECONDS = 30.0  # an enclave handshake or strict scoring session with no progress this long is let go
 MAX_PREDICTION_SESSIONS = 32  # prediction datasets held at once (the oldest unused one is dropped)
 #: Refusals a peer hears verbatim: about the protocol or the policy, from the message itself.
 #: Anything else (the party's data, files, a fault) is reported as a reason code and a reference.
-_TOLD = (ProtocolError, AttestationError, IntegrityError, EnclaveError, Refused)
+_TOLD = (ProtocolError, AttestationError, IntegrityError, Refused)
 
 
 def _reason(exc: BaseException) -> str:
@@ -71,7 +71,7 @@ def _reason(exc: BaseException) -> str:
     from ..errors import CheckpointError, DataError, ModelFileError
 
     for kind, reason in ((DataError, "data"), (ConfigError, "configuration"), (CheckpointError, "checkpoint"),
-                         (ModelFileError, "model file"), (OSError, "files")):
+                         (ModelFileError, "model file"), (EnclaveError, "enclave"), (OSError, "files")):
         if isinstance(exc, kind):
             return reason
     return "internal"
@@ -204,7 +204,9 @@ class PassiveService:
     def transport_refused(self, reason: str, peer: str, address: str) -> None:
         """Refusals at the transport (a certificate not allowed to call, a replay, a wrong
         sender): audited, rate-limited, with the caller's fingerprint and address."""
-        self.audit.refused(reason, peer=peer, address=address, request="transport", rule="transport")
+        keyword = reason.split(":", 1)[0][:40]  # the rate limit is per kind of refusal, not per wording
+        self.audit.refused(keyword, peer=peer, address=address, request="transport", rule="transport",
+                           detail=reason[:300])
         self.served["refusals"] += 1
 
     def _handle(self, msg: Any) -> Any:
@@ -231,6 +233,12 @@ class PassiveService:
             if self.party is not None and not self._finished and msg.run_id == self.run_id:
                 self._close_run("abandoned by the active party")
                 self.audit.write("abandoned", run_id=msg.run_id, peer=self.peer)
+            elif msg.run_id in self._sessions or msg.run_id in self._aligned:  # a prediction session gave up
+                if self._scoring is not None and self._scoring[0] == msg.run_id:
+                    self._end_turn()
+                self._aligned.pop(msg.run_id, None)
+                self._end_session(msg.run_id)
+                self.audit.write("abandoned", session=msg.run_id[:80], peer=self.peer)
             return Ack()
         if isinstance(msg, Shutdown):
             print(f"teeboost: party {self.config.name}: shutting down ({msg.reason[:200]!r})", file=sys.stderr)
@@ -333,7 +341,10 @@ class PassiveService:
         return reply
 
     def _setup(self, msg: Setup) -> Ack:
-        aligned = self._aligned.get("train")
+        # the run's own alignment (purpose train.<run id>): another run's cannot be taken
+        aligned = self._aligned.pop(f"train.{msg.run_id}", None)
+        if aligned is None:
+            aligned = self._aligned.get("train")
         if aligned is None:
             raise ProtocolError("training set-up before id alignment")
         if not _RUN_ID.fullmatch(msg.run_id):
@@ -401,6 +412,13 @@ class PassiveService:
                                                     "window_rows", "window_largest_per_row", "window_total_bits")
                             if k in summary})
 
+    def _without_paths(self, text: str) -> str:
+        """A set-up message for the peer: what to fix, not where this party keeps its files."""
+        for path in sorted({str(self.config.path), str(self.config.path.resolve()), self.config.path.name},
+                           key=len, reverse=True):
+            text = text.replace(path, "its config file")
+        return text
+
     def _check_own_tee(self, env: ProtocolEnv, protocol: str) -> None:
         """A [tee] set-up that does not fit is told to the active party as it is, naming this
         party's config file and what to fix there (README: set-up mistakes are named at both ends)."""
@@ -408,7 +426,7 @@ class PassiveService:
             check_own_tee(env, party=self.config.name, config=self.config.path, index=self.config.index,
                           protocol=protocol)
         except ConfigError as exc:
-            raise ProtocolError(str(exc)) from None
+            raise ProtocolError(self._without_paths(str(exc))) from None
 
     def _compare_tee(self, msg: TeeProfile) -> TeeProfile:
         """The active party's public [tee] set-up against this party's: mismatches are named
@@ -423,7 +441,7 @@ class PassiveService:
         try:
             compare_profiles(mine, msg)
         except ConfigError as exc:
-            raise ProtocolError(str(exc)) from None
+            raise ProtocolError(self._without_paths(str(exc))) from None
         return mine
 
     def _close_run(self, why: str) -> None:
@@ -519,8 +537,11 @@ class PassiveService:
             raise ProtocolError(f"prediction batch {msg.dataset[:80]!r} must be aligned by PSI (purpose "
                                 f"{msg.dataset[:80]!r}) first")
         self._budget("max_prediction_rows_per_day", batch.n_rows)
+        if msg.dataset in self._sessions:  # a session's dataset is never replaced while it is in use
+            if msg.dataset != "predict":  # the one-process name, which one operator reuses batch after batch
+                raise ProtocolError(f"prediction session {msg.dataset[:80]!r} is already under way")
+            self._end_session(msg.dataset)
         predictor = self._predictor_for(msg.model_digest)
-        self._sessions.pop(msg.dataset, None)
         self._sessions[msg.dataset] = msg.model_digest
         while len(self._sessions) > MAX_PREDICTION_SESSIONS:  # the oldest session goes (refused by name)
             self._end_session(next(iter(self._sessions)))

@@ -37,7 +37,7 @@ __all__ = ["PsiRequest", "PsiReply", "PsiResult", "PsiPassive", "intersect_as_ac
 
 
 PURPOSES = ("train", "predict")
-_SESSION_PURPOSE = re.compile(r"^predict\.[A-Za-z0-9_-]{1,64}$")
+_SESSION_PURPOSE = re.compile(r"^(predict|train)\.[A-Za-z0-9._-]{1,80}$")
 MAX_PENDING = 32  # exchanges awaiting their PsiResult, and aligned results awaiting their use
 
 
@@ -83,6 +83,8 @@ class PsiPassive:
                 raise ProtocolError("malformed PSI request")
             if msg.points.shape[0] == 0:
                 raise ProtocolError("an empty PSI request aligns nothing")
+            if purpose in self._order and purpose not in PURPOSES:  # a session's name is used once at a time
+                raise ProtocolError(f"an alignment for {purpose[:80]!r} is already under way")
             if self._hashed is None:
                 self._hashed = hash_ids(self.ids)
             scalar = new_scalar()
@@ -117,7 +119,7 @@ class PsiPassive:
 
 def _purpose(purpose: str) -> str:
     if purpose not in PURPOSES and not _SESSION_PURPOSE.fullmatch(purpose):
-        raise ProtocolError(f"alignment purpose {purpose[:80]!r} is neither 'train' nor 'predict.<session>'")
+        raise ProtocolError(f"alignment purpose {purpose[:80]!r} is neither 'train.<run>' nor 'predict.<session>'")
     return purpose
 
 

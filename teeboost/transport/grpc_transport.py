@@ -316,7 +316,7 @@ class PartyServer:
                  on_undecodable: Callable[[Exception], None] | None = None,
                  on_refused: Callable[[str, str, str], None] | None = None,
                  max_concurrent_rpcs: int = 64, request_timeout: float = 600.0,
-                 handshake_timeout: float = 5.0, idle_timeout: float = 120.0,
+                 handshake_timeout: float = 5.0, idle_timeout: float = 30.0,
                  max_streams_per_connection: int = 32, cached_sessions: int = 1024,
                  cached_reply_bytes: int = 256 << 20) -> None:
         if tls is None and not insecure:

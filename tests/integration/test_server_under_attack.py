@@ -161,6 +161,14 @@ def test_silent_streams_and_idle_connections_do_not_delay_the_active_party(passi
         for channel in intruders + [own]:
             channel.close()
     assert "open file limit" in (workdir / "passive-1.log").read_text()
+    # the intruder's refusals are in the passive party's audit log, with its certificate's
+    # fingerprint and address, at most 20 a minute (the rest are counted, not written one by one)
+    from teeboost.audit import read_audit
+
+    refused = [e for e in read_audit(workdir / "audit-passive-1.jsonl")
+               if e["event"] == "refused" and e.get("request") == "transport" and e["reason"].startswith("certificate")]
+    assert 1 <= len(refused) <= 20, len(refused)  # 50 streams, one peer, one reason
+    assert all(e["peer"].startswith("sha256:") and "127.0.0.1" in e.get("address", "") for e in refused)
 
 
 def test_idle_connections_without_tls_are_closed_by_the_handshake_timeout(passive):

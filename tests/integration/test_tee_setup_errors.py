@@ -65,6 +65,7 @@ def test_a_passive_party_without_tee_is_told_what_to_set_up(federation):
     assert "party 'passive-1' (" in result.stderr and "has no [tee] section, and protocol 'ntee' runs on enclaves" \
         in result.stderr
     assert "`teeboost tee platform --out platform.key`" in result.stderr and "trusted_roots" in result.stderr
+    assert "(its config file)" in result.stderr and "passive-1-no-tee.toml" not in result.stderr  # not its path
     log = (workdir / "no-tee.log").read_text()
     assert "WARNING" in log and "has no [tee] section, so it cannot serve" in log  # said at start-up
     assert "refused Setup: party 'passive-1'" in log and "Traceback" not in log
