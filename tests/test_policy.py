@@ -616,9 +616,10 @@ def test_two_runs_aligning_at_once_never_take_each_others_rows(parties):
     assert party._aligned["train.B"].n_rows == len(set(other.ids) & set(party.data.ids))
     from teeboost.crypto.psi import hash_ids
 
-    party.handle(PsiRequest("train.C", hash_ids(["x"])))
-    with pytest.raises(ProtocolError, match="already under way"):
-        party.handle(PsiRequest("train.C", hash_ids(["y"])))
+    for purpose in ("train.C", "train"):  # any purpose: one exchange at a time
+        party.handle(PsiRequest(purpose, hash_ids(["x"])))
+        with pytest.raises(ProtocolError, match="already under way"):
+            party.handle(PsiRequest(purpose, hash_ids(["y"])))
 
 
 def test_a_prediction_session_name_in_use_is_never_replaced(trained, parties):
