@@ -33,3 +33,25 @@ def federated_descriptions(model, statistics: bool = True) -> list:
     tables = {0: (model.active.owner, model.active.feature_names)}
     tables.update({m.index: (m.owner, m.feature_names) for m in model.passives})
     return split_descriptions(model.active.ensemble, tables, statistics)
+
+
+def stop_passive_parties(active_config, processes) -> None:
+    """Ask the passive parties to shut down through the active party's config, or terminate
+    them; wait for each (killed after 10 s)."""
+    import subprocess
+
+    from teeboost.deploy.active import shutdown_peers
+    from teeboost.deploy.config import load_config
+
+    config = load_config(active_config)
+    config.connect_timeout = 3.0
+    try:
+        shutdown_peers(config, "test finished")
+    except Exception:
+        for process in processes:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()

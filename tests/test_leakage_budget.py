@@ -297,6 +297,18 @@ def test_audit_show_reports_bits_against_the_budget(parties):
     assert read_audit(tmp_path / "audit-telco.jsonl")[-1]["event"] in ("queries", "prediction queries", "charged")
 
 
+def scored_once(parties):
+    """A strict party, the attacker's model of 10 x 3 and a batch of 300 rows scored once."""
+    active, tmp_path = parties
+    party, envs, channel = strict_service(tmp_path)
+    aligned = active.take(align(channel, active))
+    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=10, max_depth=3, min_samples_leaf=20),
+                           aligned.labels)
+    batch = active.take(np.arange(300))
+    score(channel, envs, model, batch)
+    return party, envs, channel, model, batch
+
+
 # --- red-team findings on the budget, each mounted as found
 
 def test_a_prediction_batch_cannot_take_a_run_datasets_name(parties):
@@ -321,13 +333,7 @@ def test_own_split_records_changed_are_a_new_scoring(parties):
     the tag, so the second session is charged and refused."""
     from teeboost.core.tree import OwnerTable, SplitRecord
 
-    active, tmp_path = parties
-    party, envs, channel = strict_service(tmp_path)
-    aligned = active.take(align(channel, active))
-    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=10, max_depth=3, min_samples_leaf=20),
-                           aligned.labels)
-    batch = active.take(np.arange(300))
-    score(channel, envs, model, batch)
+    party, envs, channel, model, batch = scored_once(parties)
     moved = OwnerTable()
     for record_id, record in model.owner.items():
         moved.insert(record_id, dataclasses.replace(record, threshold=np.inf))
@@ -354,13 +360,7 @@ def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forg
     from teeboost.protocols.strict import PROGRAM
     from teeboost.transport import serde
 
-    active, tmp_path = parties
-    party, envs, channel = strict_service(tmp_path)
-    aligned = active.take(align(channel, active))
-    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=10, max_depth=3, min_samples_leaf=20),
-                           aligned.labels)
-    batch = active.take(np.arange(300))
-    score(channel, envs, model, batch)  # charged once: the same request again is free
+    party, envs, channel, model, batch = scored_once(parties)  # charged once: the same request again is free
     rows = align(channel, batch, "predict")
     channel.request_all({1: PredictData("predict", ensemble_digest(model.ensemble))})
     charged_raw = batch.take(rows).features

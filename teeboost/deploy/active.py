@@ -28,7 +28,7 @@ from ..core.boosting import TreeProgress
 from ..core.loss import make_objective
 from ..checkpoint import active_checkpoint_file, remove_checkpoint
 from ..data import PartyData, read_csv, train_test_rows
-from ..errors import DataError, PeerUnavailable, ProtocolError, TeeboostError
+from ..errors import DataError, PeerUnavailable, TeeboostError
 from ..federation import train_active
 from ..labels import encode_labels, encode_with_classes
 from ..metrics import evaluate

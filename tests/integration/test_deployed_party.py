@@ -18,13 +18,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from teeboost.deploy.active import connect, shutdown_peers
+from teeboost.deploy.active import connect
 from teeboost.deploy.config import load_config
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 from teeboost.deploy.messages import Finish, Setup
 from teeboost.errors import ProtocolError
 from teeboost.parties.psi import intersect_as_active
 from teeboost.data import PartyData
+
+from ..helpers import stop_passive_parties
 
 TRAINING = {"n_trees": 5, "max_depth": 3}
 
@@ -55,16 +57,7 @@ def deployed(tmp_path):
     pd.read_csv(tmp_path / "active.csv", dtype={"id": str}).head(200).drop(columns=["SeriousDlqin2yrs"]) \
         .to_csv(new, index=False)
     yield tmp_path, configs["active"], other, new, process
-    config = load_config(configs["active"])
-    config.connect_timeout = 3.0
-    try:
-        shutdown_peers(config, "test finished")
-    except Exception:
-        process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    stop_passive_parties(configs["active"], [process])
 
 
 def passive_model(workdir):

@@ -9,10 +9,10 @@ import sys
 import pandas as pd
 
 from teeboost.audit import read_audit
-from teeboost.deploy.active import shutdown_peers
-from teeboost.deploy.config import load_config
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 from teeboost.transport.tls import certificate_fingerprint
+
+from ..helpers import stop_passive_parties
 
 
 def run_cli(*args, timeout=300):
@@ -95,14 +95,5 @@ def test_a_passive_party_that_serves_ntee_only(tmp_path):
         assert re.search(r"run \S+\s+ntee\s+peer sha256:", summary.stdout)
         assert "prediction batches: 1, rows scored: 20" in summary.stdout
     finally:
-        config = load_config(configs["active"])
-        config.connect_timeout = 3.0
-        try:
-            shutdown_peers(config, "test finished")
-        except Exception:
-            process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_passive_parties(configs["active"], [process])
     assert read_audit(tmp_path / "audit-passive-1.jsonl")[-1]["event"] == "shutdown"
