@@ -11,14 +11,12 @@ import pytest
 from teeboost.config import BoostParams
 from teeboost.core.release import quantize_margins
 from teeboost.data import PartyData, align_parties, train_test_rows
-from teeboost.deploy.active import shutdown_peers
-from teeboost.deploy.config import load_config
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 from teeboost.federation import FederatedModel, train_local
 from teeboost.model_files import load_active, load_passive
 from teeboost.transport.tls import create_federation_certs
 
-from ..helpers import federated_descriptions
+from ..helpers import federated_descriptions, stop_passive_parties
 
 TRAINING = {"n_trees": 3, "max_depth": 3, "subsample": 0.8}
 
@@ -40,18 +38,7 @@ def federation(tmp_path):
         addresses[k] = (name, address)
     set_peer_addresses(configs["active"], addresses)
     yield tmp_path, configs, processes
-    config = load_config(configs["active"])
-    config.connect_timeout = 3.0
-    try:
-        shutdown_peers(config, "test finished")
-    except Exception:
-        for process in processes:
-            process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    stop_passive_parties(configs["active"], processes)
 
 
 def in_memory_reference(workdir):
