@@ -195,8 +195,10 @@ def test_secureboost_passive_never_receives_the_weights_in_the_clear(monkeypatch
     secrets = [weights.astype("<f8"), weights.astype("<f4"), encoded.g.astype("<i8"), encoded.h.astype("<i8")]
     for frame in received:
         for values in secrets:
-            for value in values[:200]:
-                assert value.tobytes() not in frame
+            found = sum(value.tobytes() in frame for value in values[:200])
+            # 8-byte values never occur by chance; a 4-byte one can, in a frame of random
+            # ciphertext (about 1 in 20 runs): weights sent in the clear would show all 200
+            assert found == 0 if values.dtype.itemsize == 8 else found <= 2, (values.dtype, found)
     for message in messages:
         for value in vars(message).values():
             if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size >= 10:
