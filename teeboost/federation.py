@@ -35,7 +35,8 @@ from .parties.active import FederatedOracle, NotingFinder, announce_model, disca
 from .parties.messages import ResumeFrom, RunNote, SaveCheckpoint
 from .parties.passive import PassiveParty
 from .protocols.enclaves import SIMULATED_HINT, ProtocolEnv
-from .protocols.strict import StrictPredictPassive, announce_validation, strict_margin
+from .protocols.strict import StrictPredictPassive, announce_validation, disclose_records, strict_margin
+from .protocols.strict_consent import Consent
 from .tee.identity import PartyIdentity
 from .protocols.registry import get_protocol
 from .tee.simulated import SimulatedPlatform
@@ -252,12 +253,14 @@ def train_active(
     resume: bool = False,
     on_phase: Callable[[str], None] | None = None,
     sample_weight: np.ndarray | None = None,
+    policy: Policy | None = None,
 ) -> tuple[ActiveModel, TrainingRun]:
     """The active party's side of training over any channel (in-memory or gRPC). Passive
     parties must already hold their rows in the active party's order and, for validation,
     a dataset of that name. With ``checkpoint_dir`` every party saves its state after every
     round; ``resume`` continues from those checkpoints. ``on_phase`` hears the protocol name
-    its slow steps as they begin (for progress displays). ``sample_weight``: one weight per
+    its slow steps as they begin (for progress displays). ``policy``: the label owner's own
+    (``max_passive_features``). ``sample_weight``: one weight per
     row of ``active`` (default: ``active.weights``); the validation rows' ``weights``, if
     any, weight the validation metrics."""
     spec = get_protocol(protocol)
@@ -320,6 +323,9 @@ def train_active(
                 "passive_parties": [{"index": i, "name": n} for i, n in sorted(party_names.items())],
             })))
         hello = handshake(channel, protocol, active.n_rows, params.max_bin, run_id=run_id)
+        if policy is not None:
+            for party, reply in hello.items():
+                policy.check_passive_features(party_names.get(party, str(party)), reply.n_value_bins.size)
         if saved is not None:
             channel.request_all({p: ResumeFrom(run_id, saved.n_trees) for p in channel.parties})
         passive_bins = {party: reply.n_value_bins.astype(np.int64) for party, reply in hello.items()}
@@ -476,7 +482,20 @@ def train_local(
                                     "strict" if spec.trains_in_enclave else "",
                                     getattr(p.protocol, "model_digest", "") or p.model_digest, params.max_depth,
                                     vocabularies=dict(p.vocabularies)) for p in parties]
+    if spec.trains_in_enclave:
+        for passive in passives_models:
+            _disclose_in_process(passive, parties[passive.index - 1].protocol.sealed_records, envs)
     return FederatedModel(model, passives_models, options if spec.uses_enclaves else None), run
+
+
+def _disclose_in_process(model: PassiveModel, sealed: bytes, envs: list[ProtocolEnv]) -> None:
+    """One operator holds every party's data here, the labels included, so the label owner's
+    consent is its own: each passive enclave's sealed records are disclosed at once (the
+    simulated platforms of this process go with it, so the sealed copy would open nowhere)."""
+    consent = Consent.sign(envs[0].identity, model.model_digest, model.index, model.name)
+    model.owner.replace(disclose_records(envs[model.index], sealed, model.model_digest,
+                                         bytes.fromhex(consent.signature)))
+    model.disclosure = {**consent.__dict__, "by": "one operator running every party (train_local)"}
 
 
 def build_passive(index: int, data: PartyData, params: BoostParams, protocol: str, env: ProtocolEnv,

@@ -2,12 +2,14 @@
 
 The active party's file holds the tree structure (owner party and record id at each split,
 leaf values) and its own split records; each passive party's file holds only its own split
-records. Files are written to a temporary name and renamed, so a crash never leaves a
+records, or for a strict model those records sealed by its enclave (``sealed_records``,
+base64), with no record in the clear until the label owner consents to disclose them. Files are written to a temporary name and renamed, so a crash never leaves a
 half-written model behind.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -55,6 +57,23 @@ class PassiveModel:
     model_digest: str = ""  # strict: hex SHA-256 of the published model its records belong to
     max_depth: int | None = None  # of the run: routing follows at most this many splits per tree and row
     vocabularies: dict[str, Vocabulary] = field(default_factory=dict)  # its categorical features
+    sealed_records: bytes = b""  # strict: its records as its enclave sealed them (``owner`` empty until disclosed)
+    disclosure: dict[str, Any] | None = None  # strict, once disclosed: the label owner's consent that allowed it
+
+    @property
+    def records_sealed(self) -> bool:
+        """Its split records exist only sealed (a strict model not disclosed)."""
+        return bool(self.sealed_records) and len(self.owner) == 0
+
+    def require_records(self, what: str) -> None:
+        """Refuse ``what`` (export, importances) while the records are sealed, saying how to
+        open them."""
+        if self.records_sealed:
+            raise ModelFileError(
+                f"{what}: party {self.name!r}'s split records of strict model {self.model_digest[:16]} are sealed in "
+                "its enclave (they reveal which way the labels lean); the label owner runs `teeboost consent --config "
+                f"ACTIVE.toml --party {self.name} --out consent.json`, then this party runs `teeboost disclose "
+                "--config PASSIVE.toml --consent consent.json` (docs/enclaves.md)")
 
 
 def passive_file(index: int) -> str:
@@ -115,6 +134,8 @@ def passive_payload(model: PassiveModel) -> dict[str, Any]:
         **({"protocol": model.protocol} if model.protocol else {}),
         **({"model_digest": model.model_digest} if model.model_digest else {}),
         **({"max_depth": model.max_depth} if model.max_depth is not None else {}),
+        **({"sealed_records": base64.b64encode(model.sealed_records).decode()} if model.sealed_records else {}),
+        **({"disclosure": model.disclosure} if model.disclosure else {}),
     }
 
 
@@ -226,7 +247,9 @@ def load_passive(path: str | Path) -> PassiveModel:
         return PassiveModel(int(data["index"]), str(data["name"]), features,
                             OwnerTable.from_list(data["records"], len(features)), str(data.get("protocol", "")),
                             str(data.get("model_digest", "")), _max_depth(data.get("max_depth")),
-                            _vocabularies(data, features))
+                            _vocabularies(data, features),
+                            base64.b64decode(data.get("sealed_records", ""), validate=True),
+                            _optional_dict(data, "disclosure"))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed passive model ({exc})") from None
     except ModelFileError as exc:

@@ -108,6 +108,9 @@ class Policy:
     # bits about one of this party's rows that may leave in any 24 h (a routing answer is one bit;
     # a strict score outputs x output_bits); None: not counted
     max_bits_per_row_per_day: int | None = None
+    # the label owner's rule: columns one passive party may bring to a run (made-up columns are
+    # how a passive party probes labels: docs/tee-protocols.md, "Crafted columns"); None: any
+    max_passive_features: int | None = None
 
     @property
     def release_bits(self) -> int:
@@ -147,7 +150,8 @@ class Policy:
         defaults = SAFE_DEFAULTS if role == "passive" else {}
         limits = {name: _limit(name, table, defaults, where) for name in
                   ("max_trees", "max_depth", "max_runs_per_day", "max_psi_ids_per_day",
-                   "max_prediction_rows_per_day", "max_outputs", "output_bits", "max_bits_per_row_per_day")}
+                   "max_prediction_rows_per_day", "max_outputs", "output_bits", "max_bits_per_row_per_day",
+                   "max_passive_features")}
         if limits["output_bits"] is not None and limits["output_bits"] > MAX_OUTPUT_BITS:
             raise ConfigError(f"{where}: [policy] output_bits = {limits['output_bits']} must be at most "
                               f"{MAX_OUTPUT_BITS} (a float64's precision); leave it out for full precision")
@@ -166,6 +170,13 @@ class Policy:
             raise PolicyRefused(party, "protocols", f"protocol {protocol!r} is not allowed{reason}; allowed: "
                                 f"{', '.join(self.protocols)}. Its operator may opt in by adding it to "
                                 "[policy] protocols")
+
+    def check_passive_features(self, passive: str, n_features: int) -> None:
+        """The label owner's cap on one passive party's columns in a run."""
+        if self.max_passive_features is not None and n_features > self.max_passive_features:
+            raise PolicyRefused("active", "max_passive_features",
+                                f"passive party {passive} brings {n_features} columns; at most "
+                                f"{self.max_passive_features}: each made-up column is a further probe of the labels")
 
     def check_params(self, party: str, protocol: str, params, outputs: int = 1, *, serving: bool = True) -> None:
         """A run's parameters (``BoostParams``; ``outputs`` trees per round, one per class in

@@ -640,3 +640,14 @@ def test_a_prediction_session_name_in_use_is_never_replaced(trained, parties):
     expected = model.ensemble.margin(alone.size, FederatedOracle(channel, "predict.alone", model.owner,
                                                                  first.take(alone).features))
     assert np.array_equal(got, expected)
+
+
+def test_the_label_owner_caps_the_columns_a_passive_party_brings():
+    """Issue #32: made-up columns are how a passive party probes labels; the label owner may cap
+    them per run (``max_passive_features``), named in the refusal."""
+    policy = Policy.from_table({"max_passive_features": 12}, role="active")
+    policy.check_passive_features("bank", 12)
+    with pytest.raises(PolicyRefused, match=r"max_passive_features.*bank brings 300 columns; at most 12"):
+        policy.check_passive_features("bank", 300)
+    assert Policy.from_table({}, role="active").max_passive_features is None
+    assert Policy.from_table({}, role="passive").max_passive_features is None

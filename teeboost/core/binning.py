@@ -23,7 +23,7 @@ from ..compute import ComputeBackend, RowShards
 from ..config import MAX_BIN_LIMIT
 from ..errors import ConfigError
 from .offload import job_rows, offloads
-from .split import MAX_CATEGORY_BINS
+from .split import MAX_CATEGORY_BINS, category_codes
 from .tree import SplitRecord
 
 __all__ = ["FeatureBins", "fit_bins", "bin_dtype"]
@@ -88,10 +88,7 @@ class FeatureBins:
         last = self.cuts[feature].size
         if not 0 < bin_index < (1 << (last + 1)):
             raise ConfigError(f"category mask {bin_index} does not fit feature {feature}'s {last + 1} bins")
-        codes = bin_index
-        if (bin_index >> last) & 1:
-            codes |= ((1 << MAX_CATEGORY_BINS) - 1) & ~((1 << last) - 1)
-        return SplitRecord(feature, 0.0, default_left, tree, categories=codes)
+        return SplitRecord(feature, 0.0, default_left, tree, categories=category_codes(bin_index, last))
 
     @property
     def n_features(self) -> int:

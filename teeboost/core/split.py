@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # enclaves measure this module; they must not load the config
     from ..config import BoostParams
 
 __all__ = ["SplitCriteria", "SplitInfo", "NodeBest", "best_splits", "pick_global_best", "split_gains", "left_sums",
-           "goes_left", "valid_split_bin", "sampled_features", "GAIN_EPSILON", "MAX_CATEGORY_BINS", "N_CRITERIA"]
+           "goes_left", "valid_split_bin", "sampled_features", "category_codes", "GAIN_EPSILON", "MAX_CATEGORY_BINS",
+           "N_CRITERIA"]
 
 #: Splits must improve the objective by more than this (XGBoost's kRtEps).
 GAIN_EPSILON = 1e-6
@@ -55,6 +56,15 @@ MIN_CATEGORY_ROWS = 10
 #: Values in ``SplitCriteria.as_tuple`` (what run contexts bind and hellos carry); new ones
 #: are appended, so the index of each older one stays.
 N_CRITERIA = 10
+
+
+def category_codes(bin_mask: int, last: int) -> int:
+    """A split's mask of category bins -> the mask of category codes that go left: a code
+    beyond the last bin (``last``: the feature's cut count) shares that bin's side."""
+    codes = int(bin_mask)
+    if (codes >> last) & 1:
+        codes |= ((1 << MAX_CATEGORY_BINS) - 1) & ~((1 << last) - 1)
+    return codes
 
 
 @dataclass(frozen=True)

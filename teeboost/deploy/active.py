@@ -181,7 +181,7 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
                               party_names=names,
                               validation=(aligned.take(valid), "valid") if valid.size else None,
                               transcript=transcript, on_tree=on_tree, checkpoint_dir=config.checkpoint_dir,
-                              resume=resume, on_phase=on_phase)
+                              resume=resume, on_phase=on_phase, policy=config.policy)
     value = None
     if test.size:
         held_out = aligned.take(test)

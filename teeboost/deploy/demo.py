@@ -48,11 +48,12 @@ def _table(name: str, values: dict) -> str:
 
 
 def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0,
-                     training: dict | None = None) -> dict[str, Path]:
-    """Data files, certificates, platforms and configs of a loopback federation."""
+                     training: dict | None = None, rows: int | None = None) -> dict[str, Path]:
+    """Data files, certificates, platforms and configs of a loopback federation (on the first
+    ``rows`` rows of the bundled sample; all by default)."""
     workdir.mkdir(parents=True, exist_ok=True)
     # ids overlap partly: each party misses a different 5% of the rows, and orders them its own way
-    frames = party_frames(n_passive, seed=overlap_seed)
+    frames = party_frames(n_passive, seed=overlap_seed, rows=rows)
     names = list(frames)
     for name, frame in frames.items():
         frame.to_csv(workdir / f"{name}.csv", index=False)

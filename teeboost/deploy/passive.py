@@ -459,14 +459,17 @@ class PassiveService:
         if not digest:  # the saved model is replaced only by a run that reached its end
             raise ProtocolError(f"run {self.run_id!r} did not finish its model (no model digest was announced): "
                                 "the saved model is kept")
+        sealed = getattr(self.party.protocol, "sealed_records", b"")  # strict: no record in the clear
         model = PassiveModel(self.config.index, self.config.name, self.party.feature_names, self.party.owner,
                              "strict" if self.party.protocol_name == "strict" else "", digest,
                              self.party.max_depth,
-                             self.party.vocabularies)
+                             self.party.vocabularies, sealed_records=sealed)
         save_models(self.config.model_dir, None, [model])
         remove_checkpoint(self._checkpoint_file())
         self.party.end_training()
-        self.audit.write("finish", run_id=self.run_id, peer=self.peer, records=len(self.party.owner),
+        counts = ({"trees": self.party.protocol.n_trees, "records": "sealed"} if sealed
+                  else {"records": len(self.party.owner)})
+        self.audit.write("finish", run_id=self.run_id, peer=self.peer, model_digest=digest, **counts,
                          queries=dict(self.party.queries))
         self.served["runs"] += 1
         self.served["protocols"].append(self.party.protocol_name)
@@ -490,7 +493,8 @@ class PassiveService:
         strict = model.protocol == "strict"  # routing only between enclaves
         predictor = PassiveParty(model.index, model.name, model.feature_names, model.owner,
                                  protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
-                                                               model.index) if strict else None,
+                                                               model.index, sealed=model.sealed_records)
+                                 if strict else None,
                                  protocol_name="strict" if strict else None, policy=self.policy,
                                  max_depth=model.max_depth, vocabularies=model.vocabularies,
                                  backend=None if strict else self.env().compute)

@@ -185,6 +185,7 @@ def passive_importance(passive: PassiveModel, importance_type: str = "weight",
     other types only with the active party's share for it."""
     who = f"passive party {passive.index} ({passive.name})"
     check_type(importance_type, passive.protocol, who)
+    passive.require_records("importance")
     records = passive.owner.items()
     if importance_type == "weight":
         splits = ((passive.feature_names[rec.feature], 0.0, 0.0) for _, rec in records)

@@ -71,6 +71,7 @@ def export_part(party_model: ActiveModel | PassiveModel) -> dict[str, Any]:
     if isinstance(party_model, ActiveModel):
         index, name = 0, "active"
     else:
+        party_model.require_records("export")
         index, name = party_model.index, party_model.name
     features = []
     for feature in party_model.feature_names:

@@ -10,8 +10,10 @@ inside the enclaves along with the training rows. What comes out:
 - the active host: progress per tree (its leaf count), sealed checkpoints, and at the end the
   model it is entitled to: tree shapes, which party owns each split and its record id, leaf
   values, and its own thresholds; no gains, no node sizes, no partition of any node;
-- each passive host: nothing during training; at the end its own split records (feature,
-  threshold, missing direction, tree), under random ids;
+- each passive host: nothing during training; at the end the model's digest, its tree count
+  and its own split records *sealed* to its enclave (which of its columns won where says which
+  way the labels lean); they open in the clear only on the label owner's signed consent
+  (``strict_consent``, ``disclose_records``);
 - prediction (``StrictPredictor``): margins of the rows asked for, routed between enclaves.
 """
 
@@ -44,7 +46,7 @@ from .enclaves import ProtocolEnv, enclave_code
 from .ntee import EnclaveFinish, EnclaveHello, NteePassive, SealedMessage, attest_enclaves
 
 __all__ = ["StrictActive", "StrictPassive", "StrictPredictPassive", "StrictSetup", "StrictResult", "PROGRAM",
-           "announce_validation", "strict_margin"]
+           "announce_validation", "strict_margin", "disclose_records"]
 
 PROGRAM = "strict_enclave.py"
 
@@ -192,6 +194,8 @@ class StrictPassive(NteePassive):
         self._predictor: StrictPredictPassive | None = None  # once training is over
         self._ledger = None  # the sealed row ledger's file, and who hears what each session cost
         self.model_digest = ""  # of the published model, from the enclave at the end
+        self.sealed_records = b""  # this party's records, sealed by its enclave at the end
+        self.n_trees = 0
 
     def add_dataset(self, name: str, raw: np.ndarray, row_keys: np.ndarray | None = None) -> None:
         self._datasets[name] = (raw, row_keys)
@@ -224,10 +228,12 @@ class StrictPassive(NteePassive):
         train = self.columns.binned_by_feature.astype(np.uint16)
         valid = self._validation
         binned = train if valid is None else np.concatenate([train, valid.T.astype(np.uint16)], axis=1)
+        bins = self.columns.bins
         self.enclave.ecall("columns", serde.encode(sm.StrictPassiveLoad(
             self.columns.n_rows, 0 if valid is None else valid.shape[0],
             self._policy.max_trees or 0, self._policy.max_depth or 0,
-            self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask, binned)))
+            bins.n_value_bins.astype(np.int64), bins.categorical_mask, binned,
+            np.concatenate([np.asarray(c, dtype=np.float64) for c in bins.cuts] or [np.empty(0)]))))
         self._loaded = True
         if self._restore is not None:
             blob, n_trees = self._restore
@@ -243,13 +249,14 @@ class StrictPassive(NteePassive):
             if msg.kind in ("level", "split"):
                 return SealedMessage(msg.tree, msg.kind, self.enclave.ecall("record", msg.record))
             if msg.kind == "finish":
-                released = sm.expect(self.enclave.ecall("record", msg.record), sm.StrictReleased, "the enclave")
-                owner = owner_from_bins(zip(released.ids, released.features, released.bins, released.default_left,
-                                            released.trees), self.columns.bins)
-                self.columns.owner.replace(owner)
-                self.model_digest = released.model_digest.hex()
+                finished = sm.expect(self.enclave.ecall("record", msg.record), sm.StrictFinished, "the enclave")
+                self.model_digest = finished.model_digest.hex()
+                self.sealed_records = finished.sealed.tobytes()
+                self.n_trees = int(finished.n_trees)
+                self.columns.owner.replace(OwnerTable())  # nothing in the clear: the records are sealed
                 self.enclave.close()
-                self._predictor = StrictPredictPassive(self.columns.owner, self.model_digest, self.env, self.index)
+                self._predictor = StrictPredictPassive(self.columns.owner, self.model_digest, self.env, self.index,
+                                                       sealed=self.sealed_records)
                 self._predictor.bind_policy(self._party, self._policy)
                 if self._ledger is not None:
                     self._predictor.bind_ledger(*self._ledger)
@@ -290,9 +297,14 @@ class StrictPredictPassive(NteePassive):
     protocol = "strict"
     program = PROGRAM
 
-    def __init__(self, owner: OwnerTable, model_digest: str, env: ProtocolEnv, index: int) -> None:
+    def __init__(self, owner: OwnerTable, model_digest: str, env: ProtocolEnv, index: int, *,
+                 sealed: bytes = b"") -> None:
+        """``sealed``: the records as the enclave sealed them at the end of training (its host
+        never holds them); ``owner`` holds them instead only once disclosed, or when one
+        operator runs every party in one process."""
         super().__init__(None, BoostParams(), env, index)  # a session binds default criteria: nothing is scored
         self.owner = owner
+        self.sealed = sealed
         self.model_digest = bytes.fromhex(model_digest)  # its enclave answers only for this model
         self.datasets: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._used = False
@@ -343,7 +355,8 @@ class StrictPredictPassive(NteePassive):
         lock = self._ledger.locked() if counted else contextlib.nullcontext()
         with lock:
             blob, version = self._ledger.load() if counted else (b"", 0)
-            mine = sm.StrictRecordsIn(self.model_digest, *sm.record_arrays(self.owner),
+            mine = sm.StrictRecordsIn(self.model_digest, np.frombuffer(self.sealed, dtype=np.uint8),
+                                      *sm.record_arrays(OwnerTable() if self.sealed else self.owner),
                                       np.ascontiguousarray(raw, dtype=np.float64), policy.output_bits or 0,
                                       policy.max_outputs or 0, policy.max_bits_per_row_per_day or 0, time.time(),
                                       version, keys if counted else np.zeros((0, 16), np.uint8),
@@ -384,3 +397,20 @@ def strict_margin(channel, env: ProtocolEnv, ensemble: Ensemble, owner: OwnerTab
                          "the enclave").margin
     finally:
         enclave.close()
+
+
+def disclose_records(env: ProtocolEnv, sealed: bytes, model_digest: str, signature: bytes) -> OwnerTable:
+    """A passive party's sealed records, opened by a fresh enclave of its own on the label
+    owner's signed consent (``strict_consent``) -> its owner table, for export and importances."""
+    enclave = env.backend().load(enclave_code(PROGRAM, env.trusted_roots, env.options), label="disclose")
+    try:
+        table = sm.expect(enclave.ecall("disclose", serde.encode(sm.StrictDisclose(
+            bytes.fromhex(model_digest), signature, np.frombuffer(sealed, dtype=np.uint8)))), sm.StrictRecordTable,
+            "the enclave")
+    finally:
+        enclave.close()
+    owner = OwnerTable()
+    for i, f, t, left, mask, tree in zip(table.ids, table.features, table.thresholds, table.missing_left,
+                                         table.categories, table.trees):
+        owner.insert(int(i), SplitRecord(int(f), float(t), bool(left), int(tree), int(mask)))
+    return owner

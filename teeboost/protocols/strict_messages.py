@@ -22,7 +22,7 @@ from ..transport import serde
 from ..transport.serde import array_field, message
 
 __all__ = ["StrictActiveLoad", "StrictPassiveLoad", "StrictLevel", "StrictCandidates", "StrictDecision",
-           "StrictPartition", "StrictFinish", "StrictStep", "StrictReplies", "StrictReleased", "StrictPredictIn", "StrictPredictRequest",
+           "StrictPartition", "StrictFinish", "StrictStep", "StrictReplies", "StrictReleased", "StrictRecordTable", "StrictFinished", "StrictDisclose", "StrictPredictIn", "StrictPredictRequest",
            "StrictRecordsIn", "StrictRecordBits", "StrictPredictions", "StrictCheckpoint", "StrictLedger", "GRADIENT_BYTES", "pack_fixed",
            "unpack_fixed", "bits_of", "from_bits", "expect", "model_digest",
            "record_arrays", "go_left_by_record"]
@@ -116,6 +116,9 @@ class StrictPassiveLoad:
     n_value_bins: np.ndarray = array_field("int64", 1)
     categorical: np.ndarray = array_field("bool", 1)
     binned: np.ndarray = array_field("uint16", 2)
+    # every feature's cut points back to back (n_value_bins - 1 each): the enclave turns the bins
+    # of the splits this party wins into thresholds itself, so its records never pass the host
+    cuts: np.ndarray = array_field("float64", 1)
 
 
 # ---- active enclave <-> passive enclaves (inside channel records)
@@ -179,8 +182,8 @@ class StrictPartition:
 @dataclass(frozen=True)
 class StrictFinish:
     """Active -> every passive enclave, once: training is over and the model keeps the
-    first ``n_trees`` trees (early stopping); the enclave releases its records to its host,
-    with the digest of the published model (prediction is bound to it)."""
+    first ``n_trees`` trees (early stopping); the enclave seals its records for its host to
+    keep, bound to the digest of the published model (prediction is bound to it)."""
 
     n_trees: int
     model_digest: bytes
@@ -223,6 +226,48 @@ class StrictReleased:
     default_left: np.ndarray = array_field("bool", 1)
     trees: np.ndarray = array_field("int32", 1)
     model_digest: bytes = b""  # of the published model these records belong to
+
+
+@message
+@dataclass(frozen=True)
+class StrictRecordTable:
+    """A passive party's split records with raw thresholds (or category masks): sealed by its
+    enclave at the end of a strict run, and opened only inside its enclave (prediction) or for
+    a disclosure the label owner signed (``strict_consent``). ``active_key``: the label owner's
+    pinned identity key of the run, which signs consents. Padded with id 0 to one slot per
+    position the run decided, so the sealed size says nothing about how many splits it won."""
+
+    party: int
+    model_digest: bytes
+    active_key: bytes
+    ids: np.ndarray = array_field("int64", 1)
+    features: np.ndarray = array_field("int32", 1)
+    thresholds: np.ndarray = array_field("float64", 1)
+    missing_left: np.ndarray = array_field("bool", 1)
+    categories: np.ndarray = array_field("int64", 1)
+    trees: np.ndarray = array_field("int32", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictFinished:
+    """Passive enclave -> its own host at the end of a strict run: what the host keeps. No
+    split record: they are in ``sealed``, which only this enclave code on this platform opens."""
+
+    model_digest: bytes
+    n_trees: int
+    sealed: np.ndarray = array_field("uint8", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictDisclose:
+    """Passive host -> a fresh enclave of its own: open the sealed records of the model of this
+    digest, on the label owner's signed consent (``strict_consent.consent_statement``)."""
+
+    model_digest: bytes
+    signature: bytes
+    sealed: np.ndarray = array_field("uint8", 1)
 
 
 def model_digest(published: dict) -> bytes:
@@ -268,10 +313,12 @@ class StrictPredictRequest:
 @message
 @dataclass(frozen=True)
 class StrictRecordsIn:
-    """Passive host -> its enclave: its split records, the digest of the model they were
-    released with, and raw rows to evaluate them on."""
+    """Passive host -> its enclave: its sealed split records (or, when they were disclosed or
+    one operator runs every party, the records themselves), the digest of the model they
+    belong to, and raw rows to evaluate them on."""
 
     model_digest: bytes
+    sealed: np.ndarray = array_field("uint8", 1)  # the sealed StrictRecordTable (empty: the arrays below)
     ids: np.ndarray = array_field("int64", 1)
     features: np.ndarray = array_field("int32", 1)
     thresholds: np.ndarray = array_field("float64", 1)

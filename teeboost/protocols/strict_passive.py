@@ -1,9 +1,11 @@
 """Inside a passive party's strict enclave: its columns, the tree being grown, its records.
 
 Node membership arrives as per-row moves inside channel records and never leaves the
-enclave; its own host gives it columns and relays opaque records, and gets back only its
-party's split records, once training is over (``StrictReleased``). Per level it answers for
-every position, so the work and the reply are the same whatever the tree looks like.
+enclave; its own host gives it columns and relays opaque records. Its party's split records
+never reach its host in the clear: at the end they are sealed (``record_table``), since which
+of the host's columns won which split says which way the labels lean (issue #32: crafted
+copies of a column named target rows' labels, AUC 0.92). Per level it answers for every
+position, so the work and the reply are the same whatever the tree looks like.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import os
 import numpy as np
 
 from ..core.gradients import GradientCodec
-from ..core.split import MAX_CATEGORY_BINS, SplitCriteria, best_splits, bins_fit_counts, left_sums, sampled_features
+from ..core.near_duplicates import near_duplicate_pairs
+from ..core.split import (MAX_CATEGORY_BINS, MIN_CATEGORY_ROWS, SplitCriteria, best_splits, bins_fit_counts, category_codes, left_sums,
+                          sampled_features)
 from ..errors import ProtocolError
 from ..transport import serde
 from . import strict_messages as sm
@@ -32,6 +36,19 @@ class PassiveStrictState:
                 or np.any(load.categorical & (load.n_value_bins > MAX_CATEGORY_BINS)) \
                 or not bins_fit_counts(binned, load.n_value_bins, max_bin):
             raise ProtocolError("binned columns do not match their row and bin counts")
+        n_cuts = load.n_value_bins - 1
+        if load.cuts.size != int(n_cuts.sum()) or not np.all(np.isfinite(load.cuts)):
+            raise ProtocolError("cut points do not match the features' bin counts")
+        self.cuts = np.split(load.cuts.copy(), np.cumsum(n_cuts)[:-1])
+        floor = max(int(criteria.min_samples_leaf), MIN_CATEGORY_ROWS)
+        twins = near_duplicate_pairs(binned[:, :load.n_train], floor)
+        if twins:
+            i, j, differ = twins[0]
+            raise ProtocolError(
+                f"columns {i} and {j} of this party (0-based, in its column order) bin alike on all but {differ} of "
+                f"its {load.n_train} training rows ({len(twins)} such pair(s)): which of two such columns wins a split "
+                f"names those rows' labels, so strict mode refuses columns differing in fewer than {floor} rows "
+                "(max(min_samples_leaf, 10)); drop one of each pair")
         self.bins = binned.astype(np.intp)
         self.n_value_bins = load.n_value_bins.copy()
         self.categorical = load.categorical.copy()
@@ -135,6 +152,7 @@ class PassiveStrictState:
     # -- the end, and checkpoints
 
     def release(self, msg: sm.StrictFinish) -> sm.StrictReleased:
+        """Keep the records of the first ``n_trees`` trees (as bins: checkpoints and tables)."""
         if msg.n_trees < 0:
             raise ProtocolError(f"cannot keep {msg.n_trees} trees")
         kept = sorted((i, r) for i, r in self.records.items() if r[3] < msg.n_trees)
@@ -143,6 +161,27 @@ class PassiveStrictState:
             np.array([i for i, _ in kept], dtype=np.int64), np.array([r[0] for _, r in kept], dtype=np.int32),
             np.array([r[1] for _, r in kept], dtype=np.int64), np.array([r[2] for _, r in kept], dtype=bool),
             np.array([r[3] for _, r in kept], dtype=np.int32), msg.model_digest)
+
+    def record_table(self, msg: sm.StrictFinish, active_key: bytes) -> sm.StrictRecordTable:
+        """The records of the finished model with raw thresholds (or category code masks),
+        padded to one slot per position decided, for sealing."""
+        released = self.release(msg)
+        n = released.ids.size
+        thresholds = np.zeros(n, dtype=np.float64)
+        categories = np.zeros(n, dtype=np.int64)
+        for k, (feature, bin_) in enumerate(zip(released.features.tolist(), released.bins.tolist())):
+            if self.categorical[feature]:
+                categories[k] = category_codes(bin_, self.cuts[feature].size)
+            else:
+                thresholds[k] = self.cuts[feature][bin_]
+        pad = max(self.slots - n, 0)
+
+        def padded(array):
+            return np.concatenate([array, np.zeros(pad, dtype=array.dtype)])
+
+        return sm.StrictRecordTable(self.party, msg.model_digest, active_key, padded(released.ids),
+                                    padded(released.features), padded(thresholds), padded(released.default_left),
+                                    padded(categories), padded(released.trees))
 
     def snapshot(self) -> bytes:
         """The records padded to one slot per position decided so far (id 0: empty), so the

@@ -98,8 +98,16 @@ def test_strict_mode_over_grpc_grows_plains_trees_and_predicts_between_enclaves(
     report = json.loads(result.stdout)
     assert report["protocol"] == "strict" and "simulated" in report["enclaves"] and report["value"] > 0.6
     assert "RouteRequest" not in report["bytes_by_message"]  # no routing question in the clear
+    passive_files = [workdir / f"model-passive-{k}" / f"passive-{k}.json" for k in (1, 2)]
+    assert all(load_passive(path).records_sealed for path in passive_files)  # no record in a passive host's clear
+    for k in (1, 2):  # the label owner consents, each passive party opens its records (to compare the trees)
+        consent = workdir / f"consent-{k}.json"
+        assert run_cli("consent", "--config", str(configs["active"]), "--party", f"passive-{k}",
+                       "--out", str(consent)).returncode == 0
+        opened = run_cli("disclose", "--config", str(configs[f"passive-{k}"]), "--consent", str(consent))
+        assert opened.returncode == 0, opened.stderr
     deployed = FederatedModel(load_active(workdir / "model-active" / "active.json"),
-                              [load_passive(workdir / f"model-passive-{k}" / f"passive-{k}.json") for k in (1, 2)])
+                              [load_passive(path) for path in passive_files])
     assert deployed.active.protocol == "strict" and all(p.protocol == "strict" for p in deployed.passives)
     assert all(set(t.gain) == {0.0} for t in deployed.active.ensemble.trees)
     active, passives, reference, _ = in_memory_reference(workdir)

@@ -6,8 +6,10 @@ published: progress, sealed checkpoints, and at the end the model without gains 
 sizes. For prediction it computes margins from the published model, its own rows and the
 passive enclaves' sealed record bits, and returns margins only.
 Passive role: holds its party's binned rows (training then validation), answers every level
-for every position (``PassiveStrictState``), and gives its own host nothing until training
-ends, when it releases that party's own split records.
+for every position (``PassiveStrictState``), and gives its own host nothing but the model's
+digest and its split records sealed to this code and platform: they say which way the labels
+lean, so they open only inside an enclave (prediction) or on the label owner's signed consent
+(``ecall_disclose``).
 Every channel is set up once per run with a party whose pinned identity key signed it.
 """
 
@@ -25,6 +27,7 @@ from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_in
                                                   ecall_finish_responder, ecall_hello, ecall_respond, expect,
                                                   init_session, role)
 from teeboost.protocols.enclave_messages import pack_records, unpack_records
+from teeboost.protocols.strict_consent import verify_consent
 from teeboost.protocols.strict_ledger import charge_session
 from teeboost.protocols.strict_passive import PassiveStrictState
 from teeboost.protocols.strict_trainer import StrictTrainer
@@ -32,6 +35,7 @@ from teeboost.transport import serde
 
 PROTOCOL = "strict"
 PASSIVE_CHECKPOINT = b"strict-passive-checkpoint"
+PASSIVE_RECORDS = b"strict-passive-records-v1"
 
 
 def ecall_init(rt, payload):
@@ -96,7 +100,7 @@ def ecall_columns(rt, payload):
 
 def ecall_record(rt, record):
     """One sealed record from the active enclave -> the sealed answer for it, or, for the
-    end of training, this party's records for its own host."""
+    end of training, what this party's host keeps: the digest, and its records sealed."""
     current = role(rt, "passive")
     state = _passive(rt)
     channel = current.channel(0)
@@ -106,7 +110,11 @@ def ecall_record(rt, record):
     if isinstance(msg, sm.StrictDecision):
         return channel.seal(serde.encode(state.decide(msg)))
     if isinstance(msg, sm.StrictFinish):
-        return serde.encode(state.release(msg))
+        if len(msg.model_digest) != 32:
+            raise ProtocolError("the end of training names no model digest")
+        table = state.record_table(msg, current.keys[0])
+        sealed = rt.seal(serde.encode(table), PASSIVE_RECORDS + msg.model_digest)
+        return serde.encode(sm.StrictFinished(msg.model_digest, msg.n_trees, np.frombuffer(sealed, np.uint8)))
     raise ProtocolError(f"unexpected {type(msg).__name__} in a strict record")
 
 
@@ -215,6 +223,35 @@ def ecall_predict_finish(rt, payload):
     return serde.encode(sm.StrictPredictions(quantize_margins(ensemble, margin, min(precision, default=0))))
 
 
+def _open_records(rt, sealed, model_digest: bytes, current) -> sm.StrictRecordTable:
+    """Sealed records, for a session with the label owner of the run that sealed them."""
+    table = expect(rt.unseal(bytes(sealed), PASSIVE_RECORDS + model_digest), sm.StrictRecordTable)
+    if table.model_digest != model_digest or table.party != current.party:
+        raise ProtocolError("the sealed records belong to another model or party")
+    if table.active_key != current.keys[0]:
+        raise ProtocolError("the sealed records were made with another label owner than this session's")
+    return table
+
+
+def _without_padding(table: sm.StrictRecordTable) -> sm.StrictRecordTable:
+    kept = table.ids != 0
+    return sm.StrictRecordTable(table.party, table.model_digest, table.active_key, table.ids[kept],
+                                table.features[kept], table.thresholds[kept], table.missing_left[kept],
+                                table.categories[kept], table.trees[kept])
+
+
+def ecall_disclose(rt, payload):
+    """A passive host's sealed records -> the records in the clear, only on the label owner's
+    consent for this model and party (signed by the identity key pinned in the run that sealed
+    them). Needs no session: the host asks its own fresh enclave."""
+    msg = expect(payload, sm.StrictDisclose)
+    table = expect(rt.unseal(bytes(msg.sealed), PASSIVE_RECORDS + msg.model_digest), sm.StrictRecordTable)
+    if table.model_digest != msg.model_digest:
+        raise ProtocolError("the sealed records belong to another model")
+    verify_consent(table.active_key, table.model_digest, table.party, msg.signature)
+    return serde.encode(_without_padding(table))
+
+
 def ecall_predict_records(rt, payload):
     """Passive: [sealed request | this party's records, rows and budget] -> [sealed record bits
     (empty when the session is refused) | the sealed row ledger (empty: unchanged) | what the
@@ -232,10 +269,15 @@ def ecall_predict_records(rt, payload):
         raise ProtocolError(f"the active party predicts {request.n_rows} rows; this party holds {n_rows}")
     if mine.output_bits < 0 or mine.max_outputs < 0 or mine.max_bits_per_row < 0:
         raise ProtocolError("budget settings must be >= 0")
+    if mine.sealed.size:  # the records stay in here; the host gave them sealed
+        table = _without_padding(_open_records(rt, mine.sealed, mine.model_digest, current))
+        records = (table.ids, table.features, table.thresholds, table.missing_left, table.categories)
+    else:  # disclosed records, or one operator running every party
+        records = (mine.ids, mine.features, mine.thresholds, mine.missing_left, mine.categories)
     ledger, summary = charge_session(rt, current.party, request, mine)
     if summary["refused"]:
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
-    left = sm.go_left_by_record(mine.ids, mine.features, mine.thresholds, mine.missing_left, mine.categories, mine.raw)
+    left = sm.go_left_by_record(*records, mine.raw)
     ids = np.array(sorted(left), dtype=np.int64)
     bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n_rows), dtype=bool)
     sealed = channel.seal(serde.encode(sm.StrictRecordBits(n_rows, ids, np.packbits(bits.reshape(-1)),
