@@ -147,6 +147,18 @@ def test_a_consent_not_signed_by_the_label_owner_is_refused_and_audited(federati
     other.save(tmp_path / "other.json")
     result = cli("disclose", "--config", str(configs["passive-1"]), "--consent", str(tmp_path / "other.json"))
     assert result.returncode != 0 and "names model" in result.stderr, result.stderr
+    # the label owner's genuine consent for this model, with one byte of the sealed records flipped
+    genuine = tmp_path / "genuine.json"
+    assert cli("consent", "--config", str(configs["active"]), "--party", "1", "--out", str(genuine)).returncode == 0
+    original = model_file.read_bytes()
+    blob = bytearray(base64.b64decode(saved["sealed_records"]))
+    blob[len(blob) // 2] ^= 1
+    model_file.write_text(json.dumps({**saved, "sealed_records": base64.b64encode(bytes(blob)).decode()}))
+    try:
+        result = cli("disclose", "--config", str(configs["passive-1"]), "--consent", str(genuine))
+        assert result.returncode != 0 and "integrity" in result.stderr.lower(), result.stderr
+    finally:
+        model_file.write_bytes(original)
     assert json.loads(model_file.read_text())["records"] == saved["records"]
     assert '"refused"' in (workdir / "audit-passive-1.jsonl").read_text()
 
