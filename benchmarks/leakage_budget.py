@@ -54,7 +54,7 @@ from teeboost.federation import _environments, train_active  # noqa: E402
 from teeboost.metrics import roc_auc  # noqa: E402
 from teeboost.parties.active import FederatedOracle, ensemble_digest  # noqa: E402
 from teeboost.parties.psi import intersect_as_active  # noqa: E402
-from teeboost.protocols.strict import strict_margin  # noqa: E402
+from teeboost.protocols.strict.hosts import strict_margin  # noqa: E402
 from teeboost.transport.inmemory import InMemoryChannel  # noqa: E402
 
 BUDGETS = (1, 2, 4, 8, 16)

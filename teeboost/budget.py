@@ -3,7 +3,7 @@
 The leakage budget (``[policy] max_bits_per_row_per_day``) is per row, because what an
 active party learns adds up per customer: one routing answer is one bit about one row (plain,
 SecureBoost, N-TEE, 1-TEE); a strict score is counted inside the passive enclave instead
-(``teeboost.protocols.strict_ledger``). Rows are named by a keyed hash of their id (HMAC-SHA256
+(``teeboost.protocols.strict.enclave.ledger``). Rows are named by a keyed hash of their id (HMAC-SHA256
 under a secret kept in the ledger), so the ledger file holds no ids. It is a SQLite database
 beside the audit log: a restart, or moving or rotating the audit log, resets nothing; spending
 is kept per row and hour and pruned after 25 hours, so its size follows the rows scored in a

@@ -29,8 +29,8 @@ from .estimator import party_features
 from .federation import FederatedModel, TrainingRun, train_local
 from .labels import encode_with_classes
 from .metrics import evaluate
-from .protocols.protection import protection_report
-from .protocols.registry import PROTOCOLS
+from teeboost.protocols.protection import protection_report
+from teeboost.protocols.registry import PROTOCOLS
 
 __all__ = ["main"]
 

@@ -32,13 +32,13 @@ from .labels import check_counts, encode_labels, encode_with_classes
 from .policy import Policy
 from .model_files import ActiveModel, PassiveModel, load_model_dir, remove_stale_models, save_models
 from .parties.active import FederatedOracle, NotingFinder, announce_model, discard_trees, handshake, note_trees
-from .parties.messages import ResumeFrom, RunNote, SaveCheckpoint
+from teeboost.protocols.messages import ResumeFrom, RunNote, SaveCheckpoint
 from .parties.passive import PassiveParty
-from .protocols.enclaves import SIMULATED_HINT, ProtocolEnv
-from .protocols.strict import StrictPredictPassive, announce_validation, disclose_records, strict_margin
-from .protocols.strict_consent import Consent
+from teeboost.protocols.env import SIMULATED_HINT, ProtocolEnv
+from teeboost.protocols.strict.hosts import StrictPredictPassive, announce_validation, disclose_records, strict_margin
+from teeboost.protocols.strict.enclave.consent import Consent
 from .tee.identity import PartyIdentity
-from .protocols.registry import get_protocol
+from teeboost.protocols.registry import get_protocol
 from .tee.simulated import SimulatedPlatform
 from .transport.base import Channel
 from .transport.inmemory import InMemoryChannel

@@ -161,7 +161,7 @@ def test_model_file_lists_each_partys_own_categories(tmp_path):
 def test_category_masks_out_of_range_are_refused():
     from teeboost.core.tree import OwnerTable
     from teeboost.errors import ModelFileError, ProtocolError
-    from teeboost.protocols.strict_messages import go_left_by_record
+    from teeboost.protocols.strict.enclave.messages import go_left_by_record
 
     entry = {"id": 0, "feature": 0, "threshold": 0.0, "missing_left": False, "tree": 0, "categories": 1 << 62}
     with pytest.raises(ModelFileError, match="category mask"):
@@ -301,7 +301,7 @@ def test_code_order_cuts_only_when_the_label_owner_says_so(protocol):
 def test_a_passive_host_cannot_switch_its_enclave_to_subsets(monkeypatch):
     """The label owner's choice is part of the run context every quote binds."""
     from teeboost.errors import AttestationError
-    from teeboost.protocols import ntee
+    from teeboost.protocols.ntee import hosts as ntee
 
     original = ntee.init_message
 

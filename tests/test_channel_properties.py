@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from teeboost.errors import IntegrityError
-from teeboost.parties.messages import Ack, Hello
+from teeboost.protocols.messages import Ack, Hello
 from teeboost.tee.channel import SecureChannel
 from teeboost.transport import serde
 from teeboost.transport.grpc_transport import PartyServer

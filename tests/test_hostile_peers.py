@@ -15,12 +15,12 @@ from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.core.binning import fit_bins
 from teeboost.errors import IntegrityError, ProtocolError
 from teeboost.federation import train_local
-from teeboost.parties.messages import HelloReply, RouteReply
+from teeboost.protocols.messages import HelloReply, RouteReply
 from teeboost.parties.psi import PsiPassive, PsiReply, intersect_as_active
-from teeboost.protocols import enclave_messages as em
-from teeboost.protocols.ntee import SealedMessage
-from teeboost.protocols.partition import SplitReply
-from teeboost.protocols.plain import HistogramReply
+from teeboost.protocols.enclave import messages as em
+from teeboost.protocols.ntee.hosts import SealedMessage
+from teeboost.protocols.enclave.partition import SplitReply
+from teeboost.protocols.scoring.plain import HistogramReply
 from teeboost.transport import inmemory, serde
 from teeboost.transport.grpc_transport import GrpcChannel, Peer
 from teeboost.transport.inmemory import InMemoryChannel
@@ -221,7 +221,7 @@ def test_psi_reply_of_the_wrong_length():
 
 def sealed_lie(monkeypatch, name, edit):
     """Edit a message a passive host builds before sealing it to the enclave."""
-    from teeboost.protocols import onetee
+    from teeboost.protocols.onetee import hosts as onetee
 
     original = getattr(em, name)
 

@@ -27,7 +27,7 @@ from teeboost.errors import ConfigError, ProtocolError
 from teeboost.federation import _environments, train_active
 from teeboost.parties.active import FederatedOracle, ensemble_digest
 from teeboost.policy import SAFE_DEFAULTS, Policy
-from teeboost.protocols.strict import strict_margin
+from teeboost.protocols.strict.hosts import strict_margin
 from teeboost.transport.inmemory import InMemoryChannel
 
 from .test_policy import _toml, align, entries, parties, service, setup, train  # noqa: F401 - fixture
@@ -354,10 +354,10 @@ def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forg
     from teeboost.core.model import Ensemble
     from teeboost.core.split import SplitCriteria
     from teeboost.core.tree import Tree
-    from teeboost.protocols import strict_messages as sm
-    from teeboost.protocols.enclave_messages import pack_records, unpack_records
-    from teeboost.protocols.ntee import SealedMessage, attest_enclaves
-    from teeboost.protocols.strict import PROGRAM
+    from teeboost.protocols.strict.enclave import messages as sm
+    from teeboost.protocols.enclave.messages import pack_records, unpack_records
+    from teeboost.protocols.ntee.hosts import SealedMessage, attest_enclaves
+    from teeboost.protocols.strict.hosts import PROGRAM
     from teeboost.transport import serde
 
     party, envs, channel, model, batch = scored_once(parties)  # charged once: the same request again is free
@@ -400,8 +400,8 @@ def test_an_abandoned_strict_session_releases_the_enclave_side_at_once(parties):
 
     from teeboost.core.split import SplitCriteria
     from teeboost.deploy.messages import Abandon
-    from teeboost.protocols.ntee import EnclaveHello, attest_enclaves
-    from teeboost.protocols.strict import PROGRAM
+    from teeboost.protocols.ntee.hosts import EnclaveHello, attest_enclaves
+    from teeboost.protocols.strict.hosts import PROGRAM
 
     active, tmp_path = parties
     party, envs, channel = strict_service(tmp_path)

@@ -21,10 +21,11 @@ from teeboost.core.gradients import EncodedGradients, GradientCodec
 from teeboost.core.split import NodeBest, SplitCriteria
 from teeboost.errors import AttestationError, ConfigError, EnclaveError, IntegrityError, ProtocolError
 from teeboost.federation import train_local
-from teeboost.protocols import enclave_messages as em
-from teeboost.protocols import ntee, onetee
-from teeboost.protocols.enclaves import ProtocolEnv, criteria_tuple, enclave_code, init_message, run_context_of
-from teeboost.protocols.partition import encode_row_sets
+from teeboost.protocols.enclave import messages as em
+from teeboost.protocols.ntee import hosts as ntee
+from teeboost.protocols.onetee import hosts as onetee
+from teeboost.protocols.env import ProtocolEnv, criteria_tuple, enclave_code, init_message, run_context_of
+from teeboost.protocols.enclave.partition import encode_row_sets
 from teeboost.tee.channel import ChannelInitiator, party_statement
 from teeboost.tee.code import EnclaveCode
 from teeboost.tee.identity import PartyIdentity
@@ -61,7 +62,7 @@ class Federation:
 
     def onetee_enclave(self, run_id: str | None = None):
         env = self.env(0)
-        enclave = env.backend().load(enclave_code("onetee_enclave.py", env.trusted_roots, env.options), label="active")
+        enclave = env.backend().load(enclave_code("teeboost.protocols.onetee.enclave.program", env.trusted_roots, env.options), label="active")
         enclave.ecall("init", init_message("onetee", "active", 0, SplitCriteria(), 32, env, run_id or self.run_id))
         return enclave
 
@@ -188,7 +189,7 @@ def test_sealed_blob_from_another_run_does_not_open(tmp_path, small_credit):
         blobs[run_id] = blob
         return blob
 
-    import teeboost.protocols.onetee as module
+    import teeboost.protocols.onetee.hosts as module
     module.OneTeeActive.sealed_state = keep
     try:
         train_local(active, passives, PARAMS, "onetee", options=BINS_ONCE, checkpoint_dir=first)
@@ -276,7 +277,7 @@ def test_one_passive_party_cannot_take_another_ones_slot(small_credit):
 def test_ntee_passive_party_cannot_take_another_ones_slot():
     federation = Federation(n_parties=3)
     env0, env2 = federation.env(0), federation.env(2)
-    code = enclave_code("ntee_enclave.py", env0.trusted_roots, env0.options)
+    code = enclave_code("teeboost.protocols.ntee.enclave.program", env0.trusted_roots, env0.options)
     with env0.backend().load(code, label="active") as active, env2.backend().load(code, label="p2") as passive2:
         active.ecall("init", init_message("ntee", "active", 0, SplitCriteria(), 32, env0, federation.run_id))
         passive2.ecall("init", init_message("ntee", "passive", 2, SplitCriteria(), 32, env2, federation.run_id))
@@ -323,7 +324,7 @@ def test_bin_counts_come_from_the_party_not_the_host(monkeypatch, small_credit):
 def test_partition_other_than_the_winning_split_is_refused(monkeypatch, small_credit, protocol):
     """The host announces a left set of its own choosing for a node a passive party won (to
     make every party score a row subset the host picked)."""
-    from teeboost.protocols.partition import Announcements
+    from teeboost.protocols.enclave.partition import Announcements
 
     original = Announcements.add
 
@@ -381,7 +382,7 @@ def test_host_claimed_gains_are_recomputed(monkeypatch, small_credit, protocol):
 
 def test_measurement_covers_every_module_the_enclave_runs():
     env = Federation().env(0)
-    for program in ("ntee_enclave.py", "onetee_enclave.py"):
+    for program in ("teeboost.protocols.ntee.enclave.program", "teeboost.protocols.onetee.enclave.program"):
         code = enclave_code(program, env.trusted_roots, env.options)
         names = set(code.modules)
         assert {"teeboost", "teeboost.tee", "teeboost.tee.runtime", "teeboost.tee.sealing",
@@ -389,7 +390,8 @@ def test_measurement_covers_every_module_the_enclave_runs():
         host_side = {n for n in names if n.startswith(("teeboost.parties", "teeboost.deploy", "teeboost.federation",
                                                        "teeboost.cli", "teeboost.config", "teeboost.estimator",
                                                        "teeboost.tee.simulated", "teeboost.tee.identity",
-                                                       "teeboost.protocols.ntee", "teeboost.protocols.onetee"))
+                                                       "teeboost.protocols.ntee.hosts", "teeboost.protocols.onetee.hosts",
+                                                       "teeboost.protocols.env", "teeboost.protocols.messages"))
                      or (n.startswith("teeboost.transport.") and n != "teeboost.transport.serde")}
         assert not host_side, host_side
         with env.backend().load(code, label="measured") as enclave:
@@ -522,7 +524,7 @@ def test_bins_once_passive_party_takes_rows_and_partitions_only_from_the_enclave
     """In a bins-once run the host cannot hand a passive party rows, partitions or masked
     gradients in the clear (to make it partition rows of the host's choosing): only records
     its enclave sealed count."""
-    from teeboost.protocols.partition import HistogramRequest
+    from teeboost.protocols.enclave.partition import HistogramRequest
 
     federation = Federation()
     honest = passive_side(federation, 1, small_credit)
@@ -636,7 +638,7 @@ def test_a_run_with_other_pinned_identities_is_refused(small_credit):
     rogue = Federation()
     rogue_env = dataclasses.replace(federation.env(0), party_keys=(federation.identities[0].public_key,
                                                                    rogue.identities[0].public_key))
-    enclave = rogue_env.backend().load(enclave_code("onetee_enclave.py", rogue_env.trusted_roots, rogue_env.options))
+    enclave = rogue_env.backend().load(enclave_code("teeboost.protocols.onetee.enclave.program", rogue_env.trusted_roots, rogue_env.options))
     with enclave:
         enclave.ecall("init", init_message("onetee", "active", 0, SplitCriteria(), 32, rogue_env, federation.run_id))
         hello = honest.handle(federation.channel_open())  # the true keys
@@ -676,13 +678,13 @@ def test_ntee_passive_enclave_with_other_split_criteria_is_refused(monkeypatch, 
 def test_enclave_refuses_out_of_range_split_criteria():
     federation = Federation()
     env = federation.env(0)
-    with env.backend().load(enclave_code("onetee_enclave.py", env.trusted_roots, env.options)) as enclave:
+    with env.backend().load(enclave_code("teeboost.protocols.onetee.enclave.program", env.trusted_roots, env.options)) as enclave:
         with pytest.raises(ProtocolError, match="out of range"):
             enclave.ecall("init", init_message("onetee", "active", 0, SplitCriteria(reg_lambda=-0.999), 32, env, "r"))
 
 
 def test_a_peer_score_must_be_the_gain_of_its_promised_split():
-    from teeboost.protocols.enclave_tree import CheckedTree
+    from teeboost.protocols.enclave.tree import CheckedTree
 
     rows = np.arange(6)
     tree = CheckedTree(0, 6, rows, np.array([4, -4, 4, -4, 4, -4]) * 1024, np.full(6, 1024), GradientCodec(10),
@@ -878,7 +880,7 @@ def test_split_requests_cannot_rename_children(monkeypatch, small_credit, protoc
     node already split (the root: a parent cycle, and the passive party's depth walk never
     returns). 1-TEE seals the children's ids with the split, and every party refuses an id
     its tree already used."""
-    from teeboost.protocols import scoring
+    from teeboost.protocols.scoring import level_loop as scoring
 
     if protocol == "onetee":
         monkeypatch.setattr(onetee.OneTeeActive, "_split_request",
@@ -895,7 +897,7 @@ def test_split_requests_cannot_rename_children(monkeypatch, small_credit, protoc
 def test_onetee_enclave_numbers_the_children_itself(small_credit):
     """The host announces, for a split the enclave chose, children of other ids than the ones
     it sealed to the winner: refused."""
-    from teeboost.protocols.enclave_tree import CheckedTree
+    from teeboost.protocols.enclave.tree import CheckedTree
 
     rows = np.arange(6)
     tree = CheckedTree(0, 6, rows, np.array([4, -4, 4, -4, 4, -4]) * 1024, np.full(6, 1024), GradientCodec(10),
@@ -916,7 +918,7 @@ def test_onetee_channel_is_only_for_this_training_run(small_credit):
     channel open. Now the enclave's run must be the one the handshake named, and a run id this
     party served before is used again only to resume it from the party's own checkpoint."""
     from teeboost.federation import build_passive
-    from teeboost.parties.messages import Hello
+    from teeboost.protocols.messages import Hello
 
     federation = Federation()
     data = small_credit[1][0]
@@ -945,7 +947,7 @@ def test_a_sealed_checkpoint_opens_only_if_the_passive_party_resumes_it(monkeypa
     asked for bins. The sealing context binds a value party 1 chose for the run and gives
     again only when it resumes it: the old blob does not open."""
     from teeboost.data import PartyData
-    from teeboost.parties.messages import Ack, ResumeFrom
+    from teeboost.protocols.messages import Ack, ResumeFrom
     from teeboost.transport.inmemory import InMemoryChannel
 
     active, passives = small_credit

@@ -18,7 +18,7 @@ from teeboost.data import split_columns
 from teeboost.errors import ConfigError, DataError
 from teeboost.federation import train_active, train_local
 from teeboost.metrics import HIGHER_IS_BETTER, evaluate
-from teeboost.protocols.enclaves import ProtocolEnv
+from teeboost.protocols.env import ProtocolEnv
 from teeboost.transport.inmemory import InMemoryChannel
 
 from .helpers import federated_descriptions

@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 
 from teeboost.errors import ProtocolError
-from teeboost.protocols.intcodec import pack_ints, unpack_ints
-from teeboost.protocols.partition import (bit_chunks, bitmap_rows, bits_to_masks, bits_to_subsets, encode_row_sets,
-                                          masks_to_bits)
+from teeboost.protocols.enclave.intcodec import pack_ints, unpack_ints
+from teeboost.protocols.enclave.partition import bit_chunks, bitmap_rows, bits_to_masks, bits_to_subsets, encode_row_sets, masks_to_bits
 
 
 def test_partitions_round_trip_as_bits_per_node():
@@ -53,7 +52,7 @@ def test_integers_round_trip_in_the_fewest_bytes(largest):
 
 
 def test_a_row_set_is_counted_as_decoding_would_check_it():
-    from teeboost.protocols.partition import decode_row_sets, row_set_size
+    from teeboost.protocols.enclave.partition import decode_row_sets, row_set_size
 
     for rows in (np.array([0, 5, 6, 19]), np.arange(3, 20)):  # a list, a bitmap
         encodings, offsets, payload = encode_row_sets([rows], 20)

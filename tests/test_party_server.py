@@ -7,7 +7,7 @@ import time
 import grpc
 import pytest
 
-from teeboost.parties.messages import Ack, Hello
+from teeboost.protocols.messages import Ack, Hello
 from teeboost.transport import serde
 from teeboost.transport.grpc_transport import GrpcChannel, PartyServer, Peer, _ReplyCache
 from teeboost.transport.proto.envelope_pb2 import Envelope

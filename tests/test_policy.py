@@ -21,11 +21,11 @@ from teeboost.deploy.passive import PassiveService
 from teeboost.errors import ConfigError, ProtocolError
 from teeboost.federation import train_active
 from teeboost.parties.active import FederatedOracle, ensemble_digest
-from teeboost.parties.messages import RouteRequest
+from teeboost.protocols.messages import RouteRequest
 from teeboost.parties.psi import PsiPassive, PsiRequest, intersect_as_active
 from teeboost.policy import Policy, PolicyRefused
-from teeboost.protocols.enclaves import ProtocolEnv
-from teeboost.protocols.partition import encode_row_sets
+from teeboost.protocols.env import ProtocolEnv
+from teeboost.protocols.enclave.partition import encode_row_sets
 from teeboost.transport.inmemory import InMemoryChannel
 
 PARAMS = BoostParams(n_trees=2, max_depth=3)
@@ -434,7 +434,7 @@ def test_split_records_per_tree_are_bounded_by_the_depth():
 def test_discarding_trees_does_not_buy_more_partitions(parties):
     """An active party grows tree 0, tells the passive party to discard it, and grows tree 0
     again (and again): what was revealed is counted, not what is currently kept."""
-    from teeboost.parties.messages import DiscardTrees
+    from teeboost.protocols.messages import DiscardTrees
 
     active, tmp_path = parties
     channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmax_trees = 1\nmax_depth = 4").handle})

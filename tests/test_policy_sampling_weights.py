@@ -20,7 +20,7 @@ from teeboost.core.split import N_CRITERIA, SplitCriteria
 from teeboost.errors import ConfigError, ProtocolError
 from teeboost.federation import train_active, train_local
 from teeboost.policy import Policy, PolicyRefused
-from teeboost.protocols.enclaves import ProtocolEnv
+from teeboost.protocols.env import ProtocolEnv
 from teeboost.transport.inmemory import InMemoryChannel
 
 from .test_policy import OPT_IN, _toml, align, entries, parties, service, setup  # noqa: F401 - fixture
@@ -148,7 +148,7 @@ def test_runs_the_policy_allows_grow_plains_trees(parties):
 def test_strict_enclave_refuses_weights_its_host_attested_away(monkeypatch, small_credit, weighting):
     """The host tells its enclave (and so every passive party) weighted=False, then loads
     weights: the enclave derives the flag from what it was loaded with and refuses."""
-    from teeboost.protocols import strict
+    from teeboost.protocols.strict import hosts as strict
 
     original = strict.attest_enclaves
 

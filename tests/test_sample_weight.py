@@ -15,8 +15,8 @@ from teeboost.data import DataWarning, PartyData, match_rows, split_columns
 from teeboost.errors import ConfigError, DataError
 from teeboost.federation import build_passive, train_active, train_local
 from teeboost.metrics import evaluate
-from teeboost.protocols.enclaves import ProtocolEnv
-from teeboost.protocols.secureboost import EncryptedGradients
+from teeboost.protocols.env import ProtocolEnv
+from teeboost.protocols.scoring.secureboost import EncryptedGradients
 from teeboost.transport import inmemory, serde
 from teeboost.transport.inmemory import InMemoryChannel
 

@@ -6,9 +6,9 @@ import pytest
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.errors import ProtocolError
 from teeboost.federation import train_local
-from teeboost.parties.messages import HistogramNote
-from teeboost.protocols.plain import HistogramReply
-from teeboost.protocols.secureboost import EncryptedHistograms
+from teeboost.protocols.messages import HistogramNote
+from teeboost.protocols.scoring.plain import HistogramReply
+from teeboost.protocols.scoring.secureboost import EncryptedHistograms
 from teeboost.transport import inmemory
 from teeboost.transport.transcript import RECEIVED, read_transcript
 
@@ -157,7 +157,7 @@ def test_secureboost_equals_plain_with_2048_bit_keys(small_credit):
 
 def test_every_run_has_its_own_key(small_credit, monkeypatch):
     """A factor of n learnt in one run (see the OU caveat) must not open another run."""
-    from teeboost.protocols.secureboost import SecureBoostPassive
+    from teeboost.protocols.scoring.secureboost import SecureBoostPassive
 
     seen = []
     original = SecureBoostPassive._set_key
@@ -183,7 +183,7 @@ def test_an_out_of_range_ciphertext_aborts_the_run(small_credit, monkeypatch, pl
     import gmpy2
     from gmpy2 import mpz
 
-    from teeboost.protocols import secureboost
+    from teeboost.protocols.scoring import secureboost
 
     original = secureboost.SecureBoostPassive._level
 

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from teeboost.errors import ProtocolError
-from teeboost.parties.messages import Ack, Hello, RouteReply, RouteRequest
-from teeboost.protocols.plain import HistogramReply
+from teeboost.protocols.messages import Ack, Hello, RouteReply, RouteRequest
+from teeboost.protocols.scoring.plain import HistogramReply
 from teeboost.transport import serde
 
 
@@ -39,7 +39,7 @@ def test_roundtrip_property(dataset, records, rows):
 @given(st.integers(1, 3000).flatmap(lambda n: st.tuples(
     st.just(n), st.lists(st.sets(st.integers(0, n - 1)), max_size=4))))
 def test_row_set_encoding_roundtrip(case):
-    from teeboost.protocols.partition import decode_row_sets, encode_row_sets
+    from teeboost.protocols.enclave.partition import decode_row_sets, encode_row_sets
 
     n, sets = case
     groups = [np.array(sorted(s), dtype=np.int64) for s in sets]

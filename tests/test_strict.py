@@ -9,8 +9,8 @@ from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.data import PartyData
 from teeboost.errors import IntegrityError, ProtocolError
 from teeboost.federation import train_local
-from teeboost.parties.messages import RouteRequest
-from teeboost.protocols.ntee import SealedMessage
+from teeboost.protocols.messages import RouteRequest
+from teeboost.protocols.ntee.hosts import SealedMessage
 from teeboost.transport import inmemory, serde
 from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 
@@ -139,7 +139,7 @@ def test_passive_host_answers_no_routing_question_in_the_clear(small_credit):
     def ask_then_close(self):
         handler = self._handlers.get(1) if hasattr(self, "_handlers") else None
         if handler is not None:
-            from teeboost.protocols.partition import encode_row_sets
+            from teeboost.protocols.enclave.partition import encode_row_sets
             encodings, offsets, payload = encode_row_sets([np.arange(100)], 3000)
             try:
                 handler(RouteRequest("train", 3000, np.array([1], dtype=np.int64), encodings, offsets, payload))
@@ -211,7 +211,7 @@ def test_prediction_is_bound_to_the_trained_model(small_credit):
 def test_sealed_checkpoints_have_sizes_fixed_by_the_schedule(tmp_path, credit_parties):
     """The passive host may ask its enclave for a sealed checkpoint at any time; its size must
     not count the splits its party won (red-team finding). Two datasets of one shape."""
-    from teeboost.protocols import strict as strict_module
+    from teeboost.protocols.strict import hosts as strict_module
 
     active, (passive,) = credit_parties
     sizes = []
@@ -241,7 +241,7 @@ def test_sealed_checkpoints_have_sizes_fixed_by_the_schedule(tmp_path, credit_pa
 def test_rows_cannot_be_moved_from_training_to_validation(small_credit):
     """The active host declares its last training rows validation rows (whose metric it would
     read): the passive enclave knows its own training rows and refuses."""
-    from teeboost.protocols import strict as strict_module
+    from teeboost.protocols.strict import hosts as strict_module
 
     active, passives = small_credit
     original = strict_module.StrictActive.fit

@@ -6,8 +6,8 @@ import pytest
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.errors import IntegrityError, ProtocolError
 from teeboost.federation import train_local
-from teeboost.parties.messages import HistogramNote
-from teeboost.protocols.ntee import SealedMessage
+from teeboost.protocols.messages import HistogramNote
+from teeboost.protocols.ntee.hosts import SealedMessage
 from teeboost.transport import inmemory, serde
 from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 
@@ -140,7 +140,7 @@ def test_tampered_sealed_record_is_refused(monkeypatch, small_credit, protocol, 
 def test_passive_party_refuses_an_enclave_with_unexpected_code(monkeypatch, small_credit):
     """1-TEE: a passive party attests the active enclave against the measurement it expects
     (here: some other code's), and sends nothing when it does not match."""
-    from teeboost.protocols import onetee
+    from teeboost.protocols.onetee import hosts as onetee
     from teeboost.tee.quote import QuoteVerifier
 
     active, passives = small_credit

@@ -7,8 +7,8 @@ import pytest
 from teeboost.config import BoostParams
 from teeboost.errors import DataError
 from teeboost.federation import train_local
-from teeboost.parties.messages import GradientsNote
-from teeboost.protocols.plain import HistogramReply
+from teeboost.protocols.messages import GradientsNote
+from teeboost.protocols.scoring.plain import HistogramReply
 from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 
 

@@ -19,7 +19,7 @@ from teeboost.core.split import N_CRITERIA, SplitCriteria, sampled_features
 from teeboost.data import split_columns
 from teeboost.errors import AttestationError, ProtocolError
 from teeboost.federation import train_local
-from teeboost.protocols import enclave_messages as em
+from teeboost.protocols.enclave import messages as em
 
 from .helpers import federated_descriptions, split_descriptions
 
@@ -227,7 +227,7 @@ def test_a_passive_host_cannot_change_its_enclaves_sample_or_regularisation(monk
                                                                              change):
     """A passive host that gets its enclave to score all its columns (or another sample)
     would win nodes the run's sample excludes: the criteria are part of the run context."""
-    from teeboost.protocols import ntee
+    from teeboost.protocols.ntee import hosts as ntee
 
     original = ntee.init_message
 
@@ -245,7 +245,7 @@ def test_a_passive_host_cannot_change_its_enclaves_sample_or_regularisation(monk
 def test_onetee_active_host_cannot_tell_passives_another_sample(monkeypatch, small_credit):
     """1-TEE: the passive parties attest the active enclave against the criteria the host
     names; naming others than its enclave was given fails attestation."""
-    from teeboost.protocols import onetee
+    from teeboost.protocols.onetee import hosts as onetee
 
     original = onetee.criteria_tuple
     monkeypatch.setattr(onetee, "criteria_tuple",
@@ -256,7 +256,7 @@ def test_onetee_active_host_cannot_tell_passives_another_sample(monkeypatch, sma
 
 
 def test_enclave_refuses_out_of_range_sampling():
-    from teeboost.protocols.enclaves import enclave_code, init_message
+    from teeboost.protocols.env import enclave_code, init_message
 
     from .test_malicious_host import Federation
 
@@ -264,6 +264,6 @@ def test_enclave_refuses_out_of_range_sampling():
     env = federation.env(0)
     for criteria in (SplitCriteria(colsample_bytree=0.0), SplitCriteria(colsample_bytree=1.5),
                      SplitCriteria(reg_alpha=-1.0), SplitCriteria(max_delta_step=float("nan"))):
-        with env.backend().load(enclave_code("onetee_enclave.py", env.trusted_roots, env.options)) as enclave:
+        with env.backend().load(enclave_code("teeboost.protocols.onetee.enclave.program", env.trusted_roots, env.options)) as enclave:
             with pytest.raises(ProtocolError, match="out of range"):
                 enclave.ecall("init", init_message("onetee", "active", 0, criteria, 32, env, "r"))

@@ -39,15 +39,13 @@ import scipy.sparse as sp
 
 from ..core.gradients import GradientCodec
 from ..core.nodes import NodeRows
-from ..parties.messages import DiscardTrees, Hello, RouteReply, RouteRequest
-from ..protocols import registry as _registry  # noqa: F401  (registers every message type)
-from ..protocols.ntee import SealedMessage
-from ..protocols.onetee import MaskedGradients, SealedSplitRequest
-from ..protocols.partition import (
-    HistogramRequest, SplitReply, SplitRequest, apply_announcements, bits_to_subsets, decode_row_sets,
-)
-from ..protocols.plain import PlainBeginTree
-from ..protocols.secureboost import EncryptedGradients
+from teeboost.protocols.messages import DiscardTrees, Hello, RouteReply, RouteRequest
+from teeboost.protocols import registry as _registry  # noqa: F401  (registers every message type)
+from teeboost.protocols.ntee.hosts import SealedMessage
+from teeboost.protocols.onetee.hosts import MaskedGradients, SealedSplitRequest
+from teeboost.protocols.enclave.partition import HistogramRequest, SplitReply, SplitRequest, apply_announcements, bits_to_subsets, decode_row_sets
+from teeboost.protocols.scoring.plain import PlainBeginTree
+from teeboost.protocols.scoring.secureboost import EncryptedGradients
 from ..transport.transcript import RECEIVED, SENT, read_transcript
 from .view import TRAIN_DATASET, routing_answers
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..parties.messages import GradientsNote, HelloReply, HistogramNote, NodeRowsNote, RouteReply, RouteRequest, RunNote
-from ..protocols import registry as _registry  # noqa: F401  (registers every message type)
-from ..protocols.onetee import SealedSplitRequest
-from ..protocols.partition import SplitReply, SplitRequest, bits_to_subsets, decode_row_sets
+from teeboost.protocols.messages import GradientsNote, HelloReply, HistogramNote, NodeRowsNote, RouteReply, RouteRequest, RunNote
+from teeboost.protocols import registry as _registry  # noqa: F401  (registers every message type)
+from teeboost.protocols.onetee.hosts import SealedSplitRequest
+from teeboost.protocols.enclave.partition import SplitReply, SplitRequest, bits_to_subsets, decode_row_sets
 
 #: Dataset name of the routing questions asked about training rows outside a tree's sample.
 TRAIN_DATASET = "train"

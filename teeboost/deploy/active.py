@@ -34,7 +34,7 @@ from ..labels import encode_labels, encode_with_classes
 from ..metrics import evaluate
 from ..model_files import load_active, save_models
 from ..parties.active import FederatedOracle, ensemble_digest
-from ..protocols.strict import strict_margin
+from teeboost.protocols.strict.hosts import strict_margin
 from ..parties.psi import intersect_as_active
 from ..transport.grpc_transport import GrpcChannel
 from ..transport.tls import peer_certificate_fingerprint

@@ -40,7 +40,7 @@ from ..config import PARAM_ALIASES, BoostParams, ProtocolOptions
 from ..errors import ConfigError
 from ..federation import set_compute
 from ..policy import Policy
-from ..protocols.enclaves import ProtocolEnv
+from teeboost.protocols.env import ProtocolEnv
 from ..tee.identity import PartyIdentity
 from ..tee.simulated import SimulatedPlatform
 from ..transport.grpc_transport import DEFAULT_MAX_MESSAGE_BYTES, Peer

@@ -14,9 +14,9 @@ from pathlib import Path
 from ..audit import AuditLog
 from ..errors import ConfigError, ModelFileError
 from ..model_files import ACTIVE_FILE, PassiveModel, load_active, load_passive, passive_file, save_models
-from ..protocols.strict import disclose_records
-from ..protocols.strict_consent import Consent
-from ..protocols.strict_messages import model_digest
+from teeboost.protocols.strict.hosts import disclose_records
+from teeboost.protocols.strict.enclave.consent import Consent
+from teeboost.protocols.strict.enclave.messages import model_digest
 from .config import load_config, protocol_env
 
 __all__ = ["consent", "disclose"]

@@ -42,13 +42,13 @@ from ..errors import (AttestationError, Busy, ConfigError, EnclaveError, Integri
                       TeeboostError)
 from ..federation import build_passive
 from ..model_files import PassiveModel, load_passive, passive_file, save_models
-from ..parties.messages import Ack, RouteRequest
-from ..protocols.ntee import EnclaveFinish, EnclaveHello, SealedMessage
+from teeboost.protocols.messages import Ack, RouteRequest
+from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello, SealedMessage
 from ..parties.passive import PassiveParty
 from ..parties.psi import PsiPassive, PsiRequest, PsiResult
 from ..policy import DAY_SECONDS, PolicyRefused
-from ..protocols.enclaves import ProtocolEnv
-from ..protocols.strict import StrictPredictPassive
+from teeboost.protocols.env import ProtocolEnv
+from teeboost.protocols.strict.hosts import StrictPredictPassive
 from ..transport.grpc_transport import PartyServer
 from .config import PartyConfig, protocol_env
 from .messages import Abandon, Finish, PredictData, Setup, Shutdown, TeeProfile

@@ -20,9 +20,11 @@ import numpy as np
 
 from .. import __version__
 from ..errors import AttestationError, ConfigError, ProtocolError
-from ..protocols import ntee, onetee, strict
-from ..protocols.enclaves import ProtocolEnv, enclave_code
-from ..protocols.registry import PROTOCOLS
+from teeboost.protocols.ntee import hosts as ntee
+from teeboost.protocols.onetee import hosts as onetee
+from teeboost.protocols.strict import hosts as strict
+from teeboost.protocols.env import ProtocolEnv, enclave_code
+from teeboost.protocols.registry import PROTOCOLS
 from .messages import TeeProfile
 
 __all__ = ["uses_enclaves", "check_own_tee", "own_profile", "compare_profiles", "check_peers",

@@ -14,10 +14,10 @@ from ..core.routing import Router
 from ..core.split import MAX_CATEGORY_BINS
 from ..core.tree import OwnerTable, Tree
 from ..errors import ProtocolError
-from ..protocols.partition import encode_row_sets
+from teeboost.protocols.enclave.partition import encode_row_sets
 from ..transport.base import Channel
 from ..transport.transcript import TranscriptWriter
-from .messages import DiscardTrees, ModelDone, GradientsNote, Hello, HelloReply, NodeRowsNote, RouteRequest, TreeNote
+from teeboost.protocols.messages import DiscardTrees, ModelDone, GradientsNote, Hello, HelloReply, NodeRowsNote, RouteRequest, TreeNote
 
 __all__ = ["FederatedOracle", "handshake", "discard_trees", "NotingFinder", "note_trees", "ensemble_digest",
            "announce_model"]
@@ -44,8 +44,8 @@ def handshake(channel: Channel, protocol: str, n_rows: int, max_bin: int, run_id
 def ensemble_digest(ensemble) -> str:
     """Hex SHA-256 of the published trees (as strict mode's enclaves digest them: gains, sizes
     and covers left out), the same for every protocol and for a resumed run."""
-    from ..protocols.strict_messages import model_digest
-    from ..protocols.strict_trainer import published_ensemble
+    from teeboost.protocols.strict.enclave.messages import model_digest
+    from teeboost.protocols.strict.enclave.trainer import published_ensemble
 
     return model_digest(published_ensemble(ensemble)).hex()
 

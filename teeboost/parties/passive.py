@@ -24,8 +24,8 @@ from ..core.routing import Router
 from ..core.tree import OwnerTable
 from ..errors import CheckpointError, ProtocolError
 from ..policy import Policy, PolicyRefused
-from ..protocols.partition import SplitReply, decode_row_sets
-from .messages import Ack, DiscardTrees, ModelDone, Hello, HelloReply, ResumeFrom, RouteReply, RouteRequest, SaveCheckpoint
+from teeboost.protocols.enclave.partition import SplitReply, decode_row_sets
+from teeboost.protocols.messages import Ack, DiscardTrees, ModelDone, Hello, HelloReply, ResumeFrom, RouteReply, RouteRequest, SaveCheckpoint
 
 __all__ = ["PassiveParty"]
 
@@ -121,7 +121,7 @@ class PassiveParty:
 
     def bind_ledger(self, ledger, strict_ledger=None, on_session=None) -> None:
         """Count bits per row: routing answers in ``ledger`` (a ``RowLedger``), strict
-        sessions in the enclave's sealed ledger kept in ``strict_ledger``."""
+        sessions in the enclave's sealed ledger kept in ``strict/enclave/ledger``."""
         self.ledger = ledger
         bind = getattr(self.protocol, "bind_ledger", None)
         if bind is not None and strict_ledger is not None:

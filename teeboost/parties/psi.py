@@ -32,7 +32,7 @@ from ..crypto.psi import POINT_BYTES, blind, hash_ids, new_scalar
 from ..errors import DataError, ProtocolError
 from ..transport.base import Channel
 from ..transport.serde import array_field, message
-from .messages import Ack
+from teeboost.protocols.messages import Ack
 
 __all__ = ["PsiRequest", "PsiReply", "PsiResult", "PsiPassive", "intersect_as_active", "PURPOSES"]
 

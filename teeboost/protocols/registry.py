@@ -13,8 +13,12 @@ from ..core.grower import SplitFinder
 from ..core.split import SplitCriteria
 from ..errors import ConfigError
 from ..transport.base import Channel
-from . import ntee, onetee, plain, secureboost, strict
-from .enclaves import ProtocolEnv
+from teeboost.protocols.ntee import hosts as ntee
+from teeboost.protocols.onetee import hosts as onetee
+from teeboost.protocols.scoring import plain
+from teeboost.protocols.scoring import secureboost
+from teeboost.protocols.strict import hosts as strict
+from teeboost.protocols.env import ProtocolEnv
 
 __all__ = ["ProtocolSpec", "PROTOCOLS", "get_protocol"]
 

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import ConfigError
 from .bootstrap import PACKAGE, RUNTIME_MODULE, measure
 
-__all__ = ["EnclaveCode", "import_closure"]
+__all__ = ["EnclaveCode", "import_closure", "module_source"]
 
 _ROOT = Path(__file__).resolve().parent.parent  # the teeboost package directory
 
@@ -34,6 +34,14 @@ def _module_file(name: str) -> Path | None:
     if base.with_suffix(".py").is_file():
         return base.with_suffix(".py")
     return None
+
+
+def module_source(name: str) -> bytes:
+    """The source of a teeboost module (an enclave program), read as the loader reads it."""
+    path = _module_file(name)
+    if path is None:
+        raise ConfigError(f"enclave program {name!r} has no Python source in the teeboost package")
+    return path.read_bytes()
 
 
 _BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)  # where statements (imports) can be

@@ -225,9 +225,9 @@ def test_routing_refuses_what_the_owner_refuses(backend, raw):
 
 def test_passive_party_and_active_oracle_route_on_the_backend(backend, raw):
     from teeboost.parties.active import FederatedOracle
-    from teeboost.parties.messages import RouteRequest
+    from teeboost.protocols.messages import RouteRequest
     from teeboost.parties.passive import PassiveParty
-    from teeboost.protocols.partition import encode_row_sets
+    from teeboost.protocols.enclave.partition import encode_row_sets
 
     owner = _owner()
     questions = [(record, np.unique(rows)) for record, rows in _questions(7)]  # requests carry sorted sets
@@ -261,7 +261,7 @@ class _ClearChannel:
 def _onetee_passive(columns: PartyColumns, compute):
     from teeboost.config import ProtocolOptions
     from teeboost.federation import _environments
-    from teeboost.protocols.onetee import OneTeePassive
+    from teeboost.protocols.onetee.hosts import OneTeePassive
 
     env = _environments(True, ProtocolOptions(allow_simulated_tee=True), 1, None)[1]
     env.compute = compute
@@ -271,8 +271,8 @@ def _onetee_passive(columns: PartyColumns, compute):
 
 
 def test_onetee_index_set_sums_are_identical(backend, raw):
-    from teeboost.protocols.onetee import MaskedGradients
-    from teeboost.protocols.partition import encode_row_sets
+    from teeboost.protocols.onetee.hosts import MaskedGradients
+    from teeboost.protocols.enclave.partition import encode_row_sets
 
     bins = fit_bins(raw, 8, categorical=CATEGORICAL)
     binned = bins.transform(raw)

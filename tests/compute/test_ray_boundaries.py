@@ -17,7 +17,7 @@ from teeboost.core.columns import PartyColumns
 from teeboost.crypto.pool import CryptoPool, pools_held
 from teeboost.crypto.schemes import generate_keypair
 from teeboost.errors import ProtocolError
-from teeboost.protocols.secureboost import EncryptedGradients, PublicKeyMessage, SecureBoostPassive
+from teeboost.protocols.scoring.secureboost import EncryptedGradients, PublicKeyMessage, SecureBoostPassive
 from teeboost.tee.code import import_closure
 from teeboost.transport import serde
 from teeboost.transport.base import ErrorReply, answer_frame
@@ -118,10 +118,10 @@ def test_peers_hear_only_that_a_partys_compute_failed(capsys):
     assert "gpu-7.bank.internal" in capsys.readouterr().err  # the operator still has the details
 
 
-@pytest.mark.parametrize("program", ["ntee_enclave", "onetee_enclave", "strict_enclave"])
-def test_enclave_code_cannot_reach_a_compute_backend(program):
-    from importlib import resources
+@pytest.mark.parametrize("family", ["ntee", "onetee", "strict"])
+def test_enclave_code_cannot_reach_a_compute_backend(family):
+    from teeboost.tee.code import module_source
 
-    source = resources.files("teeboost.tee.programs").joinpath(f"{program}.py").read_bytes()
+    source = module_source(f"teeboost.protocols.{family}.enclave.program")
     reachable = import_closure(source)
     assert not [m for m in reachable if m.startswith(("teeboost.compute", "teeboost.workers", "ray"))]

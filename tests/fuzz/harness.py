@@ -15,11 +15,11 @@ from hypothesis.extra import numpy as hnp
 
 import teeboost.deploy.messages  # noqa: F401  (every module that registers message types)
 import teeboost.parties.psi  # noqa: F401
-import teeboost.protocols.registry  # noqa: F401
+import teeboost.protocols.registry as registry  # noqa: F401
 from teeboost.errors import ProtocolError
-from teeboost.parties.messages import RouteRequest
-from teeboost.protocols.enclave_messages import SealedRecords, unpack_records
-from teeboost.protocols.partition import decode_row_sets
+from teeboost.protocols.messages import RouteRequest
+from teeboost.protocols.enclave.messages import SealedRecords, unpack_records
+from teeboost.protocols.enclave.partition import decode_row_sets
 from teeboost.transport import serde
 from teeboost.transport.base import ErrorReply  # noqa: F401
 from teeboost.transport.serde import _SPECS, message_types

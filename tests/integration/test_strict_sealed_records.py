@@ -22,7 +22,7 @@ import pytest
 import xgboost as xgb
 
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
-from teeboost.protocols.strict_consent import Consent
+from teeboost.protocols.strict.enclave.consent import Consent
 from teeboost.tee.identity import PartyIdentity
 
 from ..helpers import stop_passive_parties

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.histogram import CHANNELS
+from teeboost.core.histogram import CHANNELS
 
 __all__ = ["position_histograms", "children_histograms", "go_left_all", "update_positions", "CODE_STOP",
            "CODE_LEFT", "CODE_RIGHT", "pack_codes", "unpack_codes"]

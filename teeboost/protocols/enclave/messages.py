@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ProtocolError
-from ..transport import serde
-from ..transport.serde import array_field, message
+from teeboost.errors import ProtocolError
+from teeboost.transport import serde
+from teeboost.transport.serde import array_field, message
 
 __all__ = [
     "EnclaveInit", "run_context", "partition_digest", "masked_digest", "record_digest", "RecordAck", "PartyMeta", "LevelIn", "EnclaveColumns", "SealedRecords", "CandidatesIn",

@@ -18,21 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core.columns import PartyColumns
-from ..core.gradients import EncodedGradients, GradientCodec
-from ..core.grower import AppliedSplit, SplitFinder
-from ..core.histogram import CHANNELS
-from ..core.nodes import NodeRows
-from ..core.split import (NodeBest, SplitCriteria, SplitInfo, best_splits, left_sums, pick_global_best,
-                          sampled_features, valid_split_bin)
-from ..errors import ProtocolError
-from ..policy import Policy, PolicyRefused
-from ..parties.messages import HistogramNote
-from ..transport.base import Channel
-from .partition import (
-    Announcements, HistogramRequest, SplitReply, SplitRequest, apply_announcements, bit_chunks, bits_to_masks,
-    masks_to_bits,
-)
+from teeboost.core.columns import PartyColumns
+from teeboost.core.gradients import EncodedGradients, GradientCodec
+from teeboost.core.grower import AppliedSplit, SplitFinder
+from teeboost.core.histogram import CHANNELS
+from teeboost.core.nodes import NodeRows
+from teeboost.core.split import NodeBest, SplitCriteria, SplitInfo, best_splits, left_sums, pick_global_best, sampled_features, valid_split_bin
+from teeboost.errors import ProtocolError
+from teeboost.policy import Policy, PolicyRefused
+from teeboost.protocols.messages import HistogramNote
+from teeboost.transport.base import Channel
+from teeboost.protocols.enclave.partition import Announcements, HistogramRequest, SplitReply, SplitRequest, apply_announcements, bit_chunks, bits_to_masks, masks_to_bits
 
 __all__ = ["HistogramRequest", "ActiveScoring", "PassiveScoring", "check_histograms"]
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.tree import OwnerTable, SplitRecord
-from ..errors import ProtocolError
-from ..transport import serde
-from ..transport.serde import array_field, message
+from teeboost.core.tree import OwnerTable, SplitRecord
+from teeboost.errors import ProtocolError
+from teeboost.transport import serde
+from teeboost.transport.serde import array_field, message
 
 __all__ = ["StrictActiveLoad", "StrictPassiveLoad", "StrictLevel", "StrictCandidates", "StrictDecision",
            "StrictPartition", "StrictFinish", "StrictStep", "StrictReplies", "StrictReleased", "StrictRecordTable", "StrictFinished", "StrictDisclose", "StrictPredictIn", "StrictPredictRequest",
@@ -233,7 +233,7 @@ class StrictReleased:
 class StrictRecordTable:
     """A passive party's split records with raw thresholds (or category masks): sealed by its
     enclave at the end of a strict run, and opened only inside its enclave (prediction) or for
-    a disclosure the label owner signed (``strict_consent``). ``active_key``: the label owner's
+    a disclosure the label owner signed (``strict/enclave/consent``). ``active_key``: the label owner's
     pinned identity key of the run, which signs consents. Padded with id 0 to one slot per
     position the run decided, so the sealed size says nothing about how many splits it won."""
 

@@ -21,20 +21,19 @@ import time
 
 import numpy as np
 
-from ..config import BoostParams
-from ..core.boosting import Booster, BoostState, TreeProgress, Validation
-from ..core.grower import AppliedSplit, SplitFinder
-from ..core.loss import make_objective
-from ..core.model import Ensemble
-from ..core.predict import RoutingOracle
-from ..core.split import MAX_CATEGORY_BINS, NodeBest, bins_fit_counts, SplitCriteria, SplitInfo, best_splits, pick_global_best, split_gains
-from ..core.split import sampled_features
-from ..errors import ProtocolError, TeeboostError
-from ..transport import serde
-from . import strict_messages as sm
-from .enclave_messages import pack_records, unpack_records
-from .oblivious import CODE_LEFT, CODE_RIGHT, CODE_STOP, children_histograms, go_left_all, pack_codes, \
-    position_histograms, update_positions
+from teeboost.config import BoostParams
+from teeboost.core.boosting import Booster, BoostState, TreeProgress, Validation
+from teeboost.core.grower import AppliedSplit, SplitFinder
+from teeboost.core.loss import make_objective
+from teeboost.core.model import Ensemble
+from teeboost.core.predict import RoutingOracle
+from teeboost.core.split import MAX_CATEGORY_BINS, NodeBest, bins_fit_counts, SplitCriteria, SplitInfo, best_splits, pick_global_best, split_gains
+from teeboost.core.split import sampled_features
+from teeboost.errors import ProtocolError, TeeboostError
+from teeboost.transport import serde
+from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.enclave.messages import pack_records, unpack_records
+from teeboost.protocols.strict.enclave.oblivious import CODE_LEFT, CODE_RIGHT, CODE_STOP, children_histograms, go_left_all, pack_codes, position_histograms, update_positions
 
 __all__ = ["Bridge", "ObliviousFinder", "StrictTrainer", "published_ensemble"]
 

@@ -30,28 +30,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compute import RowShards, row_jobs, take_rows
-from ..core.histogram import plan_level
-from ..core.histogram_jobs import ShardedHistogramBuilder
-from ..core.offload import job_rows, offloads
-from ..core.split import N_CRITERIA, SplitCriteria
-from ..errors import CheckpointError, ProtocolError
-from ..parties.messages import Ack
-from ..policy import PolicyRefused
-from ..tee.channel import ChannelInitiator, SecureChannel, party_statement
-from ..tee.quote import QuoteVerifier
-from ..transport import serde
-from ..transport.serde import array_field, message
-from . import enclave_messages as em
-from .enclaves import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message
-from .ntee import EnclaveFinish, EnclaveHello, SealedMessage, gradients_in, own_candidates
-from .partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
-from .ring import ring_bincount
-from .scoring import ActiveSplitting, HistogramRequest, PassiveScoring, splits_from_winners
+from teeboost.compute import RowShards, row_jobs, take_rows
+from teeboost.core.histogram import plan_level
+from teeboost.core.histogram_jobs import ShardedHistogramBuilder
+from teeboost.core.offload import job_rows, offloads
+from teeboost.core.split import N_CRITERIA, SplitCriteria
+from teeboost.errors import CheckpointError, ProtocolError
+from teeboost.protocols.messages import Ack
+from teeboost.policy import PolicyRefused
+from teeboost.tee.channel import ChannelInitiator, SecureChannel, party_statement
+from teeboost.tee.quote import QuoteVerifier
+from teeboost.transport import serde
+from teeboost.transport.serde import array_field, message
+from teeboost.protocols.enclave import messages as em
+from teeboost.protocols.env import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message
+from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello, SealedMessage, gradients_in, own_candidates
+from teeboost.protocols.enclave.partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
+from teeboost.protocols.onetee.enclave.ring import ring_bincount
+from teeboost.protocols.scoring.level_loop import ActiveSplitting, HistogramRequest, PassiveScoring, splits_from_winners
 
 __all__ = ["OneTeeActive", "OneTeePassive", "ChannelOpen", "ChannelAccept", "MaskedGradients", "SealedSplitRequest"]
 
-PROGRAM = "onetee_enclave.py"
+PROGRAM = "teeboost.protocols.onetee.enclave.program"
 
 
 def _masked_sums_job(bins, bin_positions, gh, gh_positions, width: int, with_order: bool) -> tuple:

@@ -20,23 +20,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.split import N_CRITERIA, SplitCriteria, best_splits, left_sums, sampled_features
-from ..errors import ProtocolError
-from ..parties.messages import Ack
-from ..policy import Policy
-from ..tee.channel import party_statement
-from ..transport import serde
-from ..transport.serde import array_field, message
-from . import enclave_messages as em
-from .enclaves import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message, run_context_of
-from .intcodec import pack_ints
-from .partition import SplitReply, SplitRequest, encode_row_sets
-from .scoring import ActiveSplitting, splits_from_winners
+from teeboost.core.split import N_CRITERIA, SplitCriteria, best_splits, left_sums, sampled_features
+from teeboost.errors import ProtocolError
+from teeboost.protocols.messages import Ack
+from teeboost.policy import Policy
+from teeboost.tee.channel import party_statement
+from teeboost.transport import serde
+from teeboost.transport.serde import array_field, message
+from teeboost.protocols.enclave import messages as em
+from teeboost.protocols.env import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message, run_context_of
+from teeboost.protocols.enclave.intcodec import pack_ints
+from teeboost.protocols.enclave.partition import SplitReply, SplitRequest, encode_row_sets
+from teeboost.protocols.scoring.level_loop import ActiveSplitting, splits_from_winners
 
 __all__ = ["NteeActive", "NteePassive", "attest_enclaves", "gradients_in", "EnclaveHello", "EnclaveHelloReply",
            "EnclaveFinish", "EnclaveFinished", "SealedMessage", "own_candidates"]
 
-PROGRAM = "ntee_enclave.py"
+PROGRAM = "teeboost.protocols.ntee.enclave.program"
 
 
 @message

@@ -21,15 +21,13 @@ from teeboost.core.nodes import NodeRows
 from teeboost.core.packed import PackedInts
 from teeboost.core.split import MAX_CATEGORY_BINS, best_splits, bins_fit_counts, goes_left, left_sums, sampled_features
 from teeboost.errors import ProtocolError
-from teeboost.protocols import enclave_messages as m
-from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_initiator,  # noqa: F401 - entry points
-                                                  ecall_finish_responder, ecall_hello, ecall_respond, init_session)
-from teeboost.protocols.enclave_handshake import expect as _expect
-from teeboost.protocols.enclave_handshake import role as _role
-from teeboost.protocols.enclave_session import session
-from teeboost.protocols.enclave_tree import CheckedTree
-from teeboost.protocols.partition import (HistogramRequest, apply_announcements, bit_chunks, decode_row_sets,
-                                          masks_to_bits)
+from teeboost.protocols.enclave import messages as m
+from teeboost.protocols.enclave.handshake import ecall_confirm, ecall_finish_initiator, ecall_finish_responder, ecall_hello, ecall_respond, init_session  # noqa: F401 - entry points
+from teeboost.protocols.enclave.handshake import expect as _expect
+from teeboost.protocols.enclave.handshake import role as _role
+from teeboost.protocols.enclave.session import session
+from teeboost.protocols.enclave.tree import CheckedTree
+from teeboost.protocols.enclave.partition import HistogramRequest, apply_announcements, bit_chunks, decode_row_sets, masks_to_bits
 from teeboost.transport import serde
 
 PROTOCOL = "ntee"

@@ -17,7 +17,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ..errors import AttestationError, ConfigError
+from teeboost.errors import AttestationError, ConfigError
 
 __all__ = ["Consent", "consent_statement", "verify_consent", "CONSENT_FORMAT"]
 

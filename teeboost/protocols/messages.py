@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..transport.serde import array_field, message
+from teeboost.transport.serde import array_field, message
 
 __all__ = [
     "ModelDone",

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.nodes import NodeRows
-from ..errors import ProtocolError
-from ..transport.serde import array_field, message
+from teeboost.core.nodes import NodeRows
+from teeboost.errors import ProtocolError
+from teeboost.transport.serde import array_field, message
 
 __all__ = [
     "SplitRequest", "SplitReply", "HistogramRequest", "Announcements",

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ProtocolError
-from ..transport import serde
-from . import strict_messages as sm
+from teeboost.errors import ProtocolError
+from teeboost.transport import serde
+from teeboost.protocols.strict.enclave import messages as sm
 
 __all__ = ["LEDGER_CONTEXT", "charge_session", "DAY_SECONDS", "FULL_PRECISION_BITS"]
 

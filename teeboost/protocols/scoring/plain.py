@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.gradients import EncodedGradients, GradientCodec
-from ..errors import ProtocolError
-from ..parties.messages import Ack
-from ..transport.serde import array_field, message
-from .partition import check_rows
-from .scoring import ActiveScoring, PassiveScoring
+from teeboost.core.gradients import EncodedGradients, GradientCodec
+from teeboost.errors import ProtocolError
+from teeboost.protocols.messages import Ack
+from teeboost.transport.serde import array_field, message
+from teeboost.protocols.enclave.partition import check_rows
+from teeboost.protocols.scoring.level_loop import ActiveScoring, PassiveScoring
 
 __all__ = ["PlainActive", "PlainPassive", "PlainBeginTree", "HistogramReply"]
 

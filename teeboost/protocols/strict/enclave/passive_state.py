@@ -14,14 +14,13 @@ import os
 
 import numpy as np
 
-from ..core.gradients import GradientCodec
-from ..core.near_duplicates import near_duplicate_pairs
-from ..core.split import (MAX_CATEGORY_BINS, MIN_CATEGORY_ROWS, SplitCriteria, best_splits, bins_fit_counts, category_codes, left_sums,
-                          sampled_features)
-from ..errors import ProtocolError
-from ..transport import serde
-from . import strict_messages as sm
-from .oblivious import children_histograms, go_left_all, position_histograms, unpack_codes, update_positions
+from teeboost.core.gradients import GradientCodec
+from teeboost.core.near_duplicates import near_duplicate_pairs
+from teeboost.core.split import MAX_CATEGORY_BINS, MIN_CATEGORY_ROWS, SplitCriteria, best_splits, bins_fit_counts, category_codes, left_sums, sampled_features
+from teeboost.errors import ProtocolError
+from teeboost.transport import serde
+from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.strict.enclave.oblivious import children_histograms, go_left_all, position_histograms, unpack_codes, update_positions
 
 __all__ = ["PassiveStrictState"]
 

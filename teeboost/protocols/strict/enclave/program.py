@@ -22,15 +22,13 @@ from teeboost.core.model import Ensemble
 from teeboost.core.predict import RoutingOracle
 from teeboost.core.release import quantize_margins
 from teeboost.errors import ProtocolError
-from teeboost.protocols import strict_messages as sm
-from teeboost.protocols.enclave_handshake import (ecall_confirm, ecall_finish_initiator,  # noqa: F401 - entry points
-                                                  ecall_finish_responder, ecall_hello, ecall_respond, expect,
-                                                  init_session, role)
-from teeboost.protocols.enclave_messages import pack_records, unpack_records
-from teeboost.protocols.strict_consent import verify_consent
-from teeboost.protocols.strict_ledger import charge_session
-from teeboost.protocols.strict_passive import PassiveStrictState
-from teeboost.protocols.strict_trainer import StrictTrainer
+from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.enclave.handshake import ecall_confirm, ecall_finish_initiator, ecall_finish_responder, ecall_hello, ecall_respond, expect, init_session, role  # noqa: F401 - entry points
+from teeboost.protocols.enclave.messages import pack_records, unpack_records
+from teeboost.protocols.strict.enclave.consent import verify_consent
+from teeboost.protocols.strict.enclave.ledger import charge_session
+from teeboost.protocols.strict.enclave.passive_state import PassiveStrictState
+from teeboost.protocols.strict.enclave.trainer import StrictTrainer
 from teeboost.transport import serde
 
 PROTOCOL = "strict"

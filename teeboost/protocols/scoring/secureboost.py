@@ -22,18 +22,18 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-from ..config import ProtocolOptions
-from ..core.histogram import CHANNELS, plan_level
-from ..crypto.packing import SlotLayout
-from ..crypto.schemes import generate_keypair, public_from_numbers
-from ..compute import ComputeBackend, RowShards
-from ..crypto.pool import CryptoPool
-from ..crypto.reserve import RandomizerReserve
-from ..errors import ProtocolError
-from ..parties.messages import Ack
-from ..transport.serde import array_field, message
-from .partition import check_rows
-from .scoring import ActiveScoring, PassiveScoring
+from teeboost.config import ProtocolOptions
+from teeboost.core.histogram import CHANNELS, plan_level
+from teeboost.crypto.packing import SlotLayout
+from teeboost.crypto.schemes import generate_keypair, public_from_numbers
+from teeboost.compute import ComputeBackend, RowShards
+from teeboost.crypto.pool import CryptoPool
+from teeboost.crypto.reserve import RandomizerReserve
+from teeboost.errors import ProtocolError
+from teeboost.protocols.messages import Ack
+from teeboost.transport.serde import array_field, message
+from teeboost.protocols.enclave.partition import check_rows
+from teeboost.protocols.scoring.level_loop import ActiveScoring, PassiveScoring
 
 __all__ = ["SecureBoostActive", "SecureBoostPassive", "PublicKeyMessage", "EncryptedGradients",
            "EncryptedHistograms"]

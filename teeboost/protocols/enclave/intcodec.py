@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.packed import PackedInts
+from teeboost.core.packed import PackedInts
 
 __all__ = ["pack_ints", "unpack_ints"]
 

@@ -39,11 +39,11 @@ from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.split import (MAX_CATEGORY_BINS, NodeBest, best_splits, bins_fit_counts, goes_left, left_sums,
                                  sampled_features)
 from teeboost.errors import ProtocolError
-from teeboost.protocols import enclave_messages as m
-from teeboost.protocols.enclave_session import session, start_session
-from teeboost.protocols.enclave_tree import CheckedTree
-from teeboost.protocols.partition import HistogramRequest, bit_chunks, encode_row_sets
-from teeboost.protocols.ring import ring_bincount
+from teeboost.protocols.enclave import messages as m
+from teeboost.protocols.enclave.session import session, start_session
+from teeboost.protocols.enclave.tree import CheckedTree
+from teeboost.protocols.enclave.partition import HistogramRequest, bit_chunks, encode_row_sets
+from teeboost.protocols.onetee.enclave.ring import ring_bincount
 from teeboost.tee.channel import ChannelResponder
 from teeboost.transport import serde
 

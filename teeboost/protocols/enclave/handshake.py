@@ -8,12 +8,12 @@ them entry points; this module is measured with them.
 
 from __future__ import annotations
 
-from ..errors import ProtocolError
-from ..tee.channel import ChannelInitiator, ChannelResponder
-from ..tee.quote import QuoteVerifier
-from ..transport import serde
-from . import enclave_messages as m
-from .enclave_session import session, start_session
+from teeboost.errors import ProtocolError
+from teeboost.tee.channel import ChannelInitiator, ChannelResponder
+from teeboost.tee.quote import QuoteVerifier
+from teeboost.transport import serde
+from teeboost.protocols.enclave import messages as m
+from teeboost.protocols.enclave.session import session, start_session
 
 __all__ = ["verifier", "expect", "role", "init_session", "ecall_hello", "ecall_finish_initiator", "ecall_confirm",
            "ecall_respond", "ecall_finish_responder"]

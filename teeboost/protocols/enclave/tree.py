@@ -26,9 +26,9 @@ from teeboost.core.nodes import NodeRows
 from teeboost.core.packed import PackedInts
 from teeboost.core.split import NodeBest, SplitCriteria, pick_global_best, split_gains
 from teeboost.errors import ProtocolError
-from teeboost.protocols.enclave_messages import partition_digest
-from teeboost.protocols.intcodec import unpack_ints
-from teeboost.protocols.partition import bit_chunks, bits_to_masks, check_rows, decode_row_sets, row_set_size
+from teeboost.protocols.enclave.messages import partition_digest
+from teeboost.protocols.enclave.intcodec import unpack_ints
+from teeboost.protocols.enclave.partition import bit_chunks, bits_to_masks, check_rows, decode_row_sets, row_set_size
 
 __all__ = ["CheckedTree"]
 

@@ -13,7 +13,7 @@ inside the enclaves along with the training rows. What comes out:
 - each passive host: nothing during training; at the end the model's digest, its tree count
   and its own split records *sealed* to its enclave (which of its columns won where says which
   way the labels lean); they open in the clear only on the label owner's signed consent
-  (``strict_consent``, ``disclose_records``);
+  (``strict/enclave/consent``, ``disclose_records``);
 - prediction (``StrictPredictor``): margins of the rows asked for, routed between enclaves.
 """
 
@@ -29,26 +29,26 @@ from typing import Callable
 
 import numpy as np
 
-from ..config import BoostParams
-from ..core.binning import FeatureBins
-from ..core.boosting import TreeProgress
-from ..core.model import Ensemble
-from ..core.split import SplitCriteria
-from ..core.tree import OwnerTable, SplitRecord
-from ..errors import ProtocolError
-from ..parties.messages import Ack
-from ..policy import PolicyRefused
-from ..transport import serde
-from ..transport.serde import message
-from . import strict_messages as sm
-from .enclave_messages import pack_records, unpack_records
-from .enclaves import ProtocolEnv, enclave_code
-from .ntee import EnclaveFinish, EnclaveHello, NteePassive, SealedMessage, attest_enclaves
+from teeboost.config import BoostParams
+from teeboost.core.binning import FeatureBins
+from teeboost.core.boosting import TreeProgress
+from teeboost.core.model import Ensemble
+from teeboost.core.split import SplitCriteria
+from teeboost.core.tree import OwnerTable, SplitRecord
+from teeboost.errors import ProtocolError
+from teeboost.protocols.messages import Ack
+from teeboost.policy import PolicyRefused
+from teeboost.transport import serde
+from teeboost.transport.serde import message
+from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.enclave.messages import pack_records, unpack_records
+from teeboost.protocols.env import ProtocolEnv, enclave_code
+from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello, NteePassive, SealedMessage, attest_enclaves
 
 __all__ = ["StrictActive", "StrictPassive", "StrictPredictPassive", "StrictSetup", "StrictResult", "PROGRAM",
            "announce_validation", "strict_margin", "disclose_records"]
 
-PROGRAM = "strict_enclave.py"
+PROGRAM = "teeboost.protocols.strict.enclave.program"
 
 
 @message
@@ -401,7 +401,7 @@ def strict_margin(channel, env: ProtocolEnv, ensemble: Ensemble, owner: OwnerTab
 
 def disclose_records(env: ProtocolEnv, sealed: bytes, model_digest: str, signature: bytes) -> OwnerTable:
     """A passive party's sealed records, opened by a fresh enclave of its own on the label
-    owner's signed consent (``strict_consent``) -> its owner table, for export and importances."""
+    owner's signed consent (``strict/enclave/consent``) -> its owner table, for export and importances."""
     enclave = env.backend().load(enclave_code(PROGRAM, env.trusted_roots, env.options), label="disclose")
     try:
         table = sm.expect(enclave.ecall("disclose", serde.encode(sm.StrictDisclose(

@@ -11,19 +11,18 @@ party's side of a protocol is built from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Callable
 
 import numpy as np
 
-from ..compute import ComputeBackend, LocalBackend
-from ..config import ProtocolOptions
-from ..errors import AttestationError, ConfigError
-from ..tee.code import EnclaveCode
-from ..tee.identity import PartyIdentity
-from ..tee.simulated import SimulatedBackend, SimulatedPlatform
-from ..transport import serde
-from . import enclave_messages as em
+from teeboost.compute import ComputeBackend, LocalBackend
+from teeboost.config import ProtocolOptions
+from teeboost.errors import AttestationError, ConfigError
+from teeboost.tee.code import EnclaveCode, module_source
+from teeboost.tee.identity import PartyIdentity
+from teeboost.tee.simulated import SimulatedBackend, SimulatedPlatform
+from teeboost.transport import serde
+from teeboost.protocols.enclave import messages as em
 
 __all__ = ["ProtocolEnv", "enclave_code", "init_message", "check_party_keys", "run_context_of", "criteria_tuple"]
 
@@ -81,10 +80,11 @@ def check_party_keys(env: ProtocolEnv, offered: np.ndarray, who: str) -> None:
 
 
 def enclave_code(program: str, trusted_roots: tuple[bytes, ...], options: ProtocolOptions) -> EnclaveCode:
-    source = resources.files("teeboost.tee.programs").joinpath(program).read_bytes()
+    """``program``: the module of an enclave program (``teeboost.protocols.<family>.enclave.program``)."""
+    source = module_source(program)
     config = {"trusted_roots": sorted(r.hex() for r in trusted_roots), "aes_bits": options.aes_bits,
               "allow_simulated": options.allow_simulated_tee}
-    return EnclaveCode.from_source(program.removesuffix(".py"), source, config)
+    return EnclaveCode.from_source(f"{program.split('.')[-3]}_enclave", source, config)
 
 
 def init_message(protocol: str, role: str, party: int, criteria, max_bin: int, env: ProtocolEnv,

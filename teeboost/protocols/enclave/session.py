@@ -14,7 +14,7 @@ import numpy as np
 
 from teeboost.core.split import SplitCriteria
 from teeboost.errors import AttestationError, ProtocolError
-from teeboost.protocols.enclave_messages import EnclaveInit, run_context
+from teeboost.protocols.enclave.messages import EnclaveInit, run_context
 from teeboost.tee.channel import SecureChannel, party_statement, verify_party_signature
 
 __all__ = ["EnclaveSession", "start_session", "session"]

@@ -1,0 +1,1 @@
+"""N-TEE's enclave program: runs inside, measured with what it imports."""

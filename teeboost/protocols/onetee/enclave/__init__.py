@@ -1,0 +1,1 @@
+"""1-TEE's enclave program and its masking ring: run inside, measured."""

@@ -1,0 +1,1 @@
+"""What runs inside a strict enclave (and is measured into it)."""
