@@ -337,6 +337,8 @@ def train_active(
         finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params, weighted=weighted),
                                   passive_bins, passive_categorical, params,
                                   dataclasses.replace(env, run_id=run_id, on_phase=on_phase or env.on_phase))
+        if policy is not None and hasattr(finder, "max_passive_features"):  # strict: counted in every passive enclave
+            finder.max_passive_features = policy.max_passive_features or 0
         if spec.trains_in_enclave:
             ensemble, owner = _train_in_enclave(
                 finder, channel, run_id, y, classes, objective_name, objective.n_outputs, active_columns,

@@ -4,10 +4,12 @@ A copy of a column with one target row changed (set missing, or moved to an extr
 original exactly where that row's gradient disagrees with the side the change put it on, so
 which of the two wins a split says which way the target's label leans (issue #32: label AUC
 0.92 on 150 targets from the passive party's own split records). Strict mode seals those
-records; a passive enclave also refuses such columns, so that even a disclosure the label owner
-consents to names no row: two columns whose bins differ in at least one and fewer than
-``fewer_than`` training rows are refused, unless one of them is nearly constant (then neither
-can split off that few rows under the node floor).
+records; a passive enclave also refuses the plainest such columns, so that a disclosure the label
+owner consents to does not name rows that cheaply: two columns whose bins differ in at least one
+and fewer than ``fewer_than`` training rows are refused, unless one of them is nearly constant
+(then neither can split off that few rows under the node floor). A heuristic, not a bound: a
+host that relabels a copy's bins (new values below the minimum for a few rows shift every other
+bin) passes it (red team: 0.965 after disclosure), and so do copies of 20-row groups.
 
 Pigeonhole makes it linear: columns that differ in fewer than ``b`` rows agree on at least one
 of ``b`` row blocks, so only columns sharing a block's exact contents are compared.

@@ -5,7 +5,7 @@ gradients). Kept as the low ``width`` bytes of each little-endian two's-compleme
 node's g and h take 9 bytes a row instead of 16; they split with the node's rows like any
 array (one ``width``-byte item per row, ``NodeRows`` values) and are widened to int64 only a
 block at a time, where they are summed. The same bytes are the wire format
-(``protocols.intcodec``), so what arrives is stored as it is.
+(``protocols.enclave.intcodec``), so what arrives is stored as it is.
 """
 
 from __future__ import annotations

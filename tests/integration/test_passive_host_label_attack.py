@@ -76,6 +76,7 @@ def test_at_scale_copies_missing_at_groups_tell_a_strict_passive_host_nothing(tm
 @pytest.mark.parametrize("rows", [10000, 19999])
 @pytest.mark.parametrize("group", [1, 10])
 def test_at_scale_made_up_categories_tell_a_strict_passive_host_nothing(tmp_path, rows, group):
+    # k = 10: with k = 20, 10-row categories are never split off and even disclosed records say nothing
     figures = attack(tmp_path, "--variant", "category", "--group-size", group, "--targets", 570, "--columns", 40,
-                     "--rows", rows, "--trees", 50, "--depth", 6, "--max-bin", 64, "--min-samples-leaf", 20)
-    check(figures, leaks_after_consent=False)
+                     "--rows", rows, "--trees", 50, "--depth", 6, "--max-bin", 64, "--min-samples-leaf", 10)
+    check(figures, leaks_after_consent=group == 10, margin=0.1)

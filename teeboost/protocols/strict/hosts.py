@@ -100,6 +100,7 @@ class StrictActive:
         self.params = params
         self.timer: dict[str, float] = {}
         self.enclave = None
+        self.max_passive_features = 0  # the label owner's cap; its enclave has every passive enclave count
         started = time.perf_counter()
         self.enclave = attest_enclaves(PROGRAM, "strict", channel, criteria, params.max_bin, env)
         self.timer["enclave setup"] = time.perf_counter() - started
@@ -121,7 +122,8 @@ class StrictActive:
             labels.astype(np.float64), (valid_labels if valid_labels is not None else np.empty(0)).astype(np.float64),
             self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask, binned,
             np.ones(labels.size) if weights is None else np.asarray(weights, dtype=np.float64),
-            np.ones(n_valid) if valid_weights is None else np.asarray(valid_weights, dtype=np.float64))))
+            np.ones(n_valid) if valid_weights is None else np.asarray(valid_weights, dtype=np.float64),
+            int(self.max_passive_features))))
         if sealed_checkpoint is not None:
             self.enclave.ecall("restore", sealed_checkpoint)
         started = time.perf_counter()

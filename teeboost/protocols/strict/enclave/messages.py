@@ -101,6 +101,8 @@ class StrictActiveLoad:
     binned: np.ndarray = array_field("uint16", 2)  # (features, n_train + n_valid)
     weights: np.ndarray = array_field("float64", 1)  # sample weight per training row (all 1: none)
     valid_weights: np.ndarray = array_field("float64", 1)  # per validation row, for its (unpublished) metrics
+    # the label owner's [policy] max_passive_features (0: none), enforced by every passive enclave
+    max_passive_features: int = 0
 
 
 @message
@@ -139,6 +141,7 @@ class StrictLevel:
     weight: np.ndarray = array_field("uint8", 1)
     codes: np.ndarray = array_field("uint8", 1)
     parent_split: np.ndarray = array_field("uint8", 1)
+    max_features: int = 0  # the label owner's cap on each passive party's columns (0: none); public policy
 
 
 @message
@@ -240,6 +243,7 @@ class StrictRecordTable:
     party: int
     model_digest: bytes
     active_key: bytes
+    n_features: int  # the party's columns in the run: rows to score must have exactly these
     ids: np.ndarray = array_field("int64", 1)
     features: np.ndarray = array_field("int32", 1)
     thresholds: np.ndarray = array_field("float64", 1)

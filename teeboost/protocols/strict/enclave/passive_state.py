@@ -77,6 +77,9 @@ class PassiveStrictState:
             if msg.n_train != self.n_train:  # which rows are training rows is this party's to say
                 raise ProtocolError(f"the active party trains on {msg.n_train} rows; this party's training rows "
                                     f"are {self.n_train}")
+            if msg.max_features and self.n_value_bins.size > msg.max_features:  # counted here, not by its host
+                raise ProtocolError(f"the label owner's policy ([policy] max_passive_features) allows {msg.max_features} "
+                                    f"columns per passive party; this party brings {self.n_value_bins.size}")
             if self.max_trees and msg.tree >= self.max_trees:
                 raise ProtocolError(f"this party's policy ([policy] max_trees) allows {self.max_trees} trees; "
                                     f"the run starts tree {msg.tree} (trees count from 0)")
@@ -178,7 +181,8 @@ class PassiveStrictState:
         def padded(array):
             return np.concatenate([array, np.zeros(pad, dtype=array.dtype)])
 
-        return sm.StrictRecordTable(self.party, msg.model_digest, active_key, padded(released.ids),
+        return sm.StrictRecordTable(self.party, msg.model_digest, active_key, int(self.n_value_bins.size),
+                                    padded(released.ids),
                                     padded(released.features), padded(thresholds), padded(released.default_left),
                                     padded(categories), padded(released.trees))
 
@@ -195,7 +199,10 @@ class PassiveStrictState:
                                               padded(released.default_left), padded(released.trees), b"\0" * 32))
 
     def restore(self, released: sm.StrictReleased, n_trees: int) -> None:
-        """Records of a checkpoint, rewound to the trees the resumed run keeps."""
+        """Records of a checkpoint, rewound to the trees the resumed run keeps; only before the
+        resumed run's first record (red team: a host rewound its enclave mid-run)."""
+        if self.tree != -1 or self.records or self.slots:
+            raise ProtocolError("a checkpoint is restored only before training")
         self.records = {int(i): (int(f), int(b), bool(d), int(t))
                         for i, f, b, d, t in zip(released.ids, released.features, released.bins,
                                                  released.default_left, released.trees) if i and t < n_trees}

@@ -125,6 +125,8 @@ def ecall_restore_passive(rt, payload):
     """[8-byte tree count | sealed snapshot]: records of a checkpoint of this run."""
     current = role(rt, "passive")
     n_trees = int.from_bytes(payload[:8], "big")
+    if n_trees < 0 or len(payload) < 8:
+        raise ProtocolError("a checkpoint restore names its tree count first")
     released = expect(rt.unseal(payload[8:], current.context + PASSIVE_CHECKPOINT), sm.StrictReleased)
     _passive(rt).restore(released, n_trees)
     return b""
@@ -233,7 +235,7 @@ def _open_records(rt, sealed, model_digest: bytes, current) -> sm.StrictRecordTa
 
 def _without_padding(table: sm.StrictRecordTable) -> sm.StrictRecordTable:
     kept = table.ids != 0
-    return sm.StrictRecordTable(table.party, table.model_digest, table.active_key, table.ids[kept],
+    return sm.StrictRecordTable(table.party, table.model_digest, table.active_key, table.n_features, table.ids[kept],
                                 table.features[kept], table.thresholds[kept], table.missing_left[kept],
                                 table.categories[kept], table.trees[kept])
 
@@ -267,15 +269,24 @@ def ecall_predict_records(rt, payload):
         raise ProtocolError(f"the active party predicts {request.n_rows} rows; this party holds {n_rows}")
     if mine.output_bits < 0 or mine.max_outputs < 0 or mine.max_bits_per_row < 0:
         raise ProtocolError("budget settings must be >= 0")
-    if mine.sealed.size:  # the records stay in here; the host gave them sealed
+    sealed = bool(mine.sealed.size)
+    if sealed:  # the records stay in here; the host gave them sealed
         table = _without_padding(_open_records(rt, mine.sealed, mine.model_digest, current))
+        if mine.raw.ndim != 2 or mine.raw.shape[1] != table.n_features:  # before anything reads a record
+            raise ProtocolError("the rows to score do not have this party's columns")
         records = (table.ids, table.features, table.thresholds, table.missing_left, table.categories)
     else:  # disclosed records, or one operator running every party
         records = (mine.ids, mine.features, mine.thresholds, mine.missing_left, mine.categories)
     ledger, summary = charge_session(rt, current.party, request, mine)
     if summary["refused"]:
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
-    left = sm.go_left_by_record(*records, mine.raw)
+    try:
+        left = sm.go_left_by_record(*records, mine.raw)
+    except ProtocolError:
+        if not sealed:
+            raise
+        # red team: a detailed error (record id, feature) was an oracle on sealed records
+        raise ProtocolError("the rows to score do not fit this party's sealed records") from None
     ids = np.array(sorted(left), dtype=np.int64)
     bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n_rows), dtype=bool)
     sealed = channel.seal(serde.encode(sm.StrictRecordBits(n_rows, ids, np.packbits(bits.reshape(-1)),

@@ -137,6 +137,7 @@ class ObliviousFinder(SplitFinder):
         self.seen: dict[int, set[int]] = {p: set() for p in self.peers}
         self.timer = {"own histograms": 0.0, "waiting for peers": 0.0}
         self.broken = False
+        self.max_passive_features = 0  # the label owner's cap, sent with every level record
 
     # -- channel helpers
 
@@ -182,10 +183,11 @@ class ObliviousFinder(SplitFinder):
             return serde.encode(sm.StrictLevel(self.tree, 0, self.n_train,
                                                np.array([self.codec.frac_bits], dtype=np.int64),
                                                sm.pack_fixed(self.g), sm.pack_fixed(self.h),
-                                               sm.bits_of(self.weight), empty, empty))
+                                               sm.bits_of(self.weight), empty, empty, self.max_passive_features))
         return serde.encode(sm.StrictLevel(self.tree, self.depth, self.n_train, np.empty(0, dtype=np.int64), empty,
                                            empty, empty,
-                                           pack_codes(self.codes), sm.bits_of(self.parent_split)))
+                                           pack_codes(self.codes), sm.bits_of(self.parent_split),
+                                           self.max_passive_features))
 
     def _score_level(self) -> None:
         """Both sides score every position of this depth; the peers' answers are checked."""
@@ -387,6 +389,9 @@ class StrictTrainer:
         self.bridge = Bridge()
         self.finder = ObliviousFinder(self.bridge, session, binned.astype(np.intp), load.n_value_bins.copy(),
                                       load.categorical.copy(), load.n_train, criteria, params.max_depth, self.objective.n_outputs)
+        if load.max_passive_features < 0:
+            raise ProtocolError("max_passive_features must be >= 0")
+        self.finder.max_passive_features = int(load.max_passive_features)
         self.seal, self.unseal = seal, unseal
         self.state: BoostState | None = None
 
