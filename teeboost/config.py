@@ -14,7 +14,7 @@ from typing import Any
 from .errors import ConfigError
 
 __all__ = ["BoostParams", "ProtocolOptions", "OBJECTIVES", "OBJECTIVE_ALIASES", "PARAM_ALIASES", "METRICS",
-           "MAX_BIN_LIMIT"]
+           "MAX_BIN_LIMIT", "ALIGN_MODES", "IMPORTANCE_TYPES", "DataWarning"]
 
 OBJECTIVES = ("binary", "multiclass", "regression", "poisson")
 
@@ -50,6 +50,20 @@ _METRICS_FOR = {
 
 #: Bins are stored as uint16 with one index kept for "missing", so 65,535 value bins at most.
 MAX_BIN_LIMIT = 65_535
+
+# The vocabularies below live here, in a module that imports neither numpy nor pandas, so the
+# command line can build its parser and show data warnings without loading them; teeboost.data
+# and teeboost.explain import them from here.
+
+#: How the rows of the parties' files are matched (``--align``; ``teeboost.data.match_rows``).
+ALIGN_MODES = ("auto", "id", "intersect", "position")
+
+#: Feature importance types, as XGBoost's ``get_score`` (``teeboost.explain``).
+IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
+
+
+class DataWarning(UserWarning):
+    """Something in the data was adjusted (columns dropped, rows left out); training goes on."""
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:

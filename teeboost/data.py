@@ -16,14 +16,11 @@ import numpy as np
 import pandas as pd
 
 from .categories import CategoricalColumn, Vocabulary, check_vocabulary_size
+from .config import ALIGN_MODES, DataWarning
 from .errors import DataError
 
 __all__ = ["PartyData", "DataWarning", "read_csv", "check_weights", "split_columns", "align_parties",
            "train_test_rows", "drop_unusable_columns", "check_distinct_feature_names", "match_rows", "ALIGN_MODES"]
-
-
-class DataWarning(UserWarning):
-    """Something in the data was adjusted (columns dropped, rows left out); training goes on."""
 
 
 def read_csv(path: str | Path, *, id_column: str | None = None, sep: str | None = None,
@@ -509,9 +506,6 @@ def align_parties(active: PartyData, passives: list[PartyData]) -> list[PartyDat
             )
         aligned.append(party.take(position))
     return aligned
-
-
-ALIGN_MODES = ("auto", "id", "intersect", "position")
 
 
 def match_rows(active: PartyData, passives: list[PartyData], how: str = "auto") -> tuple[PartyData, list[PartyData]]:

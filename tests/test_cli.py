@@ -98,7 +98,7 @@ def test_short_keys_are_refused_without_the_flag(tmp_path, capsys):
 
 
 def test_progress_bar_draws_one_step_per_tree(capsys):
-    from teeboost.cli import _Progress
+    from teeboost.cli.common import _Progress
     from teeboost.core.boosting import TreeProgress
 
     progress = _Progress(2, enabled=True)

@@ -13,7 +13,8 @@ from importlib.metadata import version
 import pytest
 
 from teeboost.checkpoint import passive_checkpoint_file, remove_checkpoint
-from teeboost.cli import _all_parsers, _parser, main
+from teeboost.cli import main
+from teeboost.cli.main_parser import _all_parsers, _parser
 from teeboost.datasets import bundled_path
 
 FAST = ["--n-trees", "2", "--max-depth", "2"]

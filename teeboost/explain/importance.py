@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..config import IMPORTANCE_TYPES
 from ..core.model import Ensemble
 from ..errors import ConfigError, ModelFileError
 from ..model_files import ActiveModel, PassiveModel, write_atomically
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["IMPORTANCE_TYPES", "PartyImportance", "ImportanceShare", "active_importance", "passive_importance",
            "importance_share", "joint_scores", "joint_importances"]
 
-IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 SHARE_FORMAT = "teeboost-importance-share"
 SHARE_VERSION = 1
 

@@ -1,0 +1,236 @@
+"""The training options ``train`` and ``attack`` share, and what they become: parameters,
+protocol options, compute options and the parties' data.
+
+Building the options imports only the light ``teeboost.config``; reading the data (pandas) is
+done inside the functions that do it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import ALIGN_MODES, METRICS, OBJECTIVE_ALIASES, OBJECTIVES, BoostParams, ProtocolOptions
+from ..errors import ConfigError, DataError
+from .common import _CONTRACT_PROTOCOLS, DEFAULT_MODEL_DIR
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..compute import ComputeOptions
+    from ..data import PartyData
+
+
+def _add_training_options(parser: argparse.ArgumentParser) -> None:
+    data = parser.add_argument_group("data (default: the bundled Give Me Some Credit sample and its default split)")
+    data.add_argument("--data", type=Path, help="one CSV with every party's columns (a Give Me Some Credit file such as Kaggle's cs-training.csv needs nothing else)")
+    data.add_argument("--label", help="label column (held by the active party)")
+    data.add_argument("--weight-column", metavar="COLUMN",
+                      help="column of per-row sample weights (held by the active party, not a feature); weights "
+                           "scale the gradients before they are encrypted, masked or sealed")
+    data.add_argument("--passive-columns", action="append", metavar="A,B,...",
+                      help="columns of one passive party; repeat for more passive parties")
+    data.add_argument("--active-data", type=Path, help="the active party's own CSV (with --passive-data)")
+    data.add_argument("--passive-data", type=Path, action="append", metavar="FILE",
+                      help="one passive party's CSV; repeat for more passive parties")
+    data.add_argument("--id", dest="id_column", help="row id column present in every party's data")
+    data.add_argument("--align", choices=ALIGN_MODES, default="auto",
+                      help="how rows of the parties' files are matched: by id (the same ids everywhere), intersect "
+                           "(the ids every party holds; the count is printed), position (row i is the same customer "
+                           "in every file); auto: by id when there are id columns, intersecting when the id sets "
+                           "differ, else by position unless two files share a column name")
+    data.add_argument("--sep", help="column separator of the CSV files (default: sniffed from the first lines: "
+                                    "comma, semicolon, tab or pipe)")
+    data.add_argument("--categorical", action="append", metavar="A,B,...",
+                      help="columns to treat as categories even though they hold numbers (e.g. codes); "
+                           "text columns are categorical anyway")
+    train = parser.add_argument_group("training")
+    train.add_argument("--protocol", default="plain", choices=_CONTRACT_PROTOCOLS,
+                       help="how the parties protect what they exchange: plain (not at all, the reference), "
+                            "secureboost (homomorphic encryption), ntee, onetee, strict (enclaves)")
+    train.add_argument("--objective", choices=(*OBJECTIVES, *OBJECTIVE_ALIASES), metavar="OBJECTIVE",
+                       help="loss to fit: binary, multiclass, regression or poisson, or XGBoost's names "
+                            "(binary:logistic, multi:softprob, reg:squarederror, count:poisson); "
+                            "default: inferred from the label column")
+    defaults = BoostParams()
+    train.add_argument("--n-trees", "--n-estimators", dest="n_trees", type=int, default=defaults.n_trees,
+                       help="boosting rounds (trees per class for multiclass)")
+    train.add_argument("--max-depth", type=int, default=defaults.max_depth, help="deepest split level of a tree")
+    train.add_argument("--learning-rate", "--eta", dest="learning_rate", type=float, default=defaults.learning_rate,
+                       help="shrinkage applied to every leaf value")
+    train.add_argument("--subsample", type=float, default=defaults.subsample,
+                       help="share of training rows drawn for each round")
+    train.add_argument("--reg-lambda", type=float, default=defaults.reg_lambda,
+                       help="L2 regularisation of leaf values")
+    train.add_argument("--min-child-weight", type=float, default=defaults.min_child_weight,
+                       help="smallest hessian sum a child node may have")
+    train.add_argument("--min-split-gain", "--gamma", dest="min_split_gain", type=float,
+                       default=defaults.min_split_gain, help="smallest gain worth a split (XGBoost's gamma)")
+    train.add_argument("--reg-alpha", type=float, default=defaults.reg_alpha, help="L1 regularisation of leaf values")
+    train.add_argument("--max-delta-step", type=float, default=None,
+                       help="cap on a leaf value's magnitude before the learning rate (0: none; default 0, "
+                            "0.7 for poisson as in XGBoost)")
+    train.add_argument("--colsample-bytree", type=float, default=defaults.colsample_bytree,
+                       help="share of each party's columns a tree may split on (drawn per party and tree)")
+    train.add_argument("--scale-pos-weight", type=float, default=defaults.scale_pos_weight,
+                       help="weight of positive rows in binary classification (e.g. negatives / positives)")
+    train.add_argument("--eval-metric", type=lambda text: tuple(m.strip() for m in text.split(",") if m.strip()),
+                       default=None, metavar="M1,M2",
+                       help=f"validation metrics per round ({', '.join(METRICS)}); early stopping watches the "
+                            "last (default: auc, accuracy, rmse or poisson-nloglik by objective)")
+    train.add_argument("--min-samples-leaf", type=int, default=defaults.min_samples_leaf,
+                       help="fewest rows a leaf may hold")
+    train.add_argument("--max-bin", type=int, default=defaults.max_bin,
+                       help="histogram bins per feature (each party bins its own columns)")
+    train.add_argument("--no-category-subsets", dest="category_subsets", action="store_false",
+                       help="cut categorical columns only as 'the k most frequent categories vs the rest', never by "
+                            "gradient-sorted subsets: a passive party's own split records then say no more about "
+                            "the labels than a numeric threshold does (bound into the enclaves' attested criteria)")
+    train.add_argument("--random-state", type=int, default=defaults.random_state,
+                       help="seed of the train/test split and of subsampling")
+    train.add_argument("--early-stopping-rounds", type=int, default=None,
+                       help="stop when the validation metric has not improved for N rounds")
+    train.add_argument("--validation-size", type=float, default=0.2,
+                       help="share of training rows held for early stopping (with --early-stopping-rounds)")
+    train.add_argument("--test-size", type=float, default=0.3, help="held-out share for the reported metric")
+    secure = parser.add_argument_group("secure protocols")
+    secure.add_argument("--scheme", choices=("paillier", "ou"), default="paillier",
+                        help="additively homomorphic scheme for secureboost (ou: Okamoto-Uchiyama, faster)")
+    secure.add_argument("--key-bits", type=int, default=2048, help="modulus size of the secureboost key")
+    secure.add_argument("--insecure-key-bits", action="store_true",
+                        help="allow keys below 2048 bits (tests and demos only: NOT secure)")
+    secure.add_argument("--no-pack-gradients", action="store_true", help="encrypt g and h separately")
+    secure.add_argument("--no-pack-bins", action="store_true", help="decrypt every bin sum separately")
+    secure.add_argument("--crypto-workers", type=int, default=None,
+                        help="processes for big-integer work (default: one per core)")
+    length = secure.add_mutually_exclusive_group()
+    length.add_argument("--short-randomizer", dest="short_randomizer", action="store_const", const=True,
+                        default=None, help="random exponents of 2 x the key's security level (224 bits at 2048): "
+                                           "4.5x fewer bits than n/2, generic attack still 2^112 (docs/secureboost.md); "
+                                           "the default for --scheme ou")
+    length.add_argument("--full-randomizer", dest="short_randomizer", action="store_const", const=False,
+                        help="random exponents of n/2 bits (the default for --scheme paillier)")
+    secure.add_argument("--no-precompute-randomizers", dest="precompute_randomizers", action="store_false",
+                        help="do not compute the next tree's randomisers while passive parties work")
+    secure.add_argument("--aes-bits", type=int, choices=(128, 256), default=128,
+                        help="AES-GCM key size of the enclaves' attested channels (ntee, onetee)")
+    secure.add_argument("--allow-simulated-tee", action="store_true",
+                        help="ntee, onetee: accept the simulated enclave backend and its quotes (no hardware "
+                             "isolation; the only backend on machines without SGX/TDX/SEV-SNP)")
+    onetee_mode = secure.add_mutually_exclusive_group()
+    onetee_mode.add_argument("--onetee-index-sets", dest="onetee_bins_once", action="store_false", default=True,
+                             help="1-TEE: the seed paper's flow, passive parties sum one-time-pad-masked gradients "
+                                  "and send index sets per node (slower; the default sends bins once, the same "
+                                  "information, and the enclave sums)")
+    onetee_mode.add_argument("--onetee-bins-once", dest="onetee_bins_once", action="store_true",
+                             help="1-TEE: passive parties send their bin assignments to the enclave once "
+                                  "(the default)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR,
+                     help="where each party's model file is written (default: ./teeboost-model)")
+    out.add_argument("--transcript", type=Path, help="record the active party's view of the run to this file")
+    out.add_argument("--checkpoint-dir", type=Path,
+                     help="where every party saves its state after every round (default: MODEL_DIR/checkpoint; "
+                          "removed once the model is saved)")
+    out.add_argument("--resume", action="store_true",
+                     help="continue an interrupted run from its checkpoints (same data, parameters and protocol)")
+    out.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+
+
+def _add_compute_options(parser: argparse.ArgumentParser) -> None:
+    compute = parser.add_argument_group("compute (where the parties' heavy loops run; docs/scaling.md)")
+    compute.add_argument("--compute", choices=("local", "ray"), default="local",
+                         help="local: this machine's processes (default); ray: a Ray cluster (pip install "
+                              "'teeboost[ray]'). Every simulated party of this run uses it")
+    compute.add_argument("--ray-address", default="local",
+                         help="with --compute ray: 'auto' (the cluster of 'ray start'), 'ray://host:10001' "
+                              "(Ray Client), or 'local' (a private instance on this machine, the default)")
+    compute.add_argument("--compute-workers", type=int, default=None,
+                         help="task processes (default: one per CPU of this machine or the Ray cluster)")
+
+
+def _params(args: argparse.Namespace) -> BoostParams:
+    return BoostParams(
+        objective=args.objective, n_trees=args.n_trees, max_depth=args.max_depth,
+        learning_rate=args.learning_rate, subsample=args.subsample, reg_lambda=args.reg_lambda,
+        min_child_weight=args.min_child_weight, min_split_gain=args.min_split_gain,
+        min_samples_leaf=args.min_samples_leaf, max_bin=args.max_bin, random_state=args.random_state,
+        early_stopping_rounds=args.early_stopping_rounds, category_subsets=args.category_subsets,
+        reg_alpha=args.reg_alpha, max_delta_step=args.max_delta_step, colsample_bytree=args.colsample_bytree,
+        scale_pos_weight=args.scale_pos_weight, eval_metric=args.eval_metric,
+    )
+
+
+def _options(args: argparse.Namespace) -> ProtocolOptions:
+    return ProtocolOptions(scheme=args.scheme, key_bits=args.key_bits, insecure_key_bits=args.insecure_key_bits,
+                           pack_gradients=not args.no_pack_gradients, pack_bins=not args.no_pack_bins,
+                           crypto_workers=args.crypto_workers, aes_bits=args.aes_bits,
+                           short_randomizer=args.short_randomizer, precompute_randomizers=args.precompute_randomizers,
+                           onetee_bins_once=args.onetee_bins_once, allow_simulated_tee=args.allow_simulated_tee)
+
+
+def _compute(args: argparse.Namespace) -> ComputeOptions:
+    from ..compute import ComputeOptions
+
+    if args.compute == "local" and args.ray_address != "local":
+        raise ConfigError(f"--ray-address {args.ray_address} needs --compute ray")
+    return ComputeOptions(backend=args.compute, address=args.ray_address, workers=args.compute_workers)
+
+
+def _categorical_in(args: argparse.Namespace, frame: pd.DataFrame) -> list[str]:
+    """The --categorical columns this file holds (each party's file holds some of them)."""
+    return [c for c in _split_names(args.categorical) if c in frame.columns]
+
+
+def _split_names(values: list[str] | None) -> list[str]:
+    return [name.strip() for value in values or [] for name in value.split(",") if name.strip()]
+
+
+def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]:
+    from ..data import PartyData, read_csv, split_columns
+    from ..datasets import (GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE,
+                            bundled_path, load_give_me_some_credit)
+
+    if args.active_data or args.passive_data:
+        if args.data or args.passive_columns:
+            raise DataError("give either --data with --passive-columns, or --active-data with --passive-data")
+        if not (args.active_data and args.passive_data and args.label):
+            raise DataError("--active-data needs --label and at least one --passive-data")
+        active_frame = read_csv(args.active_data, id_column=args.id_column, sep=args.sep)
+        active = PartyData.from_frame(active_frame, id_column=args.id_column, label=args.label, name="active",
+                                      source=str(args.active_data), require_label=True,
+                                      categorical=_categorical_in(args, active_frame),
+                                      weight_column=args.weight_column)
+        passives = []
+        for i, path in enumerate(args.passive_data, start=1):
+            frame = read_csv(path, id_column=args.id_column, sep=args.sep)
+            passives.append(PartyData.from_frame(frame, id_column=args.id_column, name=f"passive-{i}",
+                                                 source=str(path), categorical=_categorical_in(args, frame)))
+        return active, passives
+    if args.data is None:
+        if args.label or args.passive_columns:
+            raise DataError("--label/--passive-columns need --data")
+        frame = load_give_me_some_credit()
+        return split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL,
+                             id_column=GIVE_ME_SOME_CREDIT_ID, source=str(bundled_path()),
+                             weight_column=args.weight_column)
+    if not args.passive_columns and args.label in (None, GIVE_ME_SOME_CREDIT_LABEL):
+        # the full Kaggle cs-training.csv (or a sample of it): use the default split
+        frame = load_give_me_some_credit(args.data)
+        args.id_column = args.id_column or GIVE_ME_SOME_CREDIT_ID
+        return split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL,
+                             id_column=args.id_column, source=str(args.data), weight_column=args.weight_column)
+    if not args.label or not args.passive_columns:
+        raise DataError("--data needs --label and at least one --passive-columns A,B,...")
+    frame = read_csv(args.data, id_column=args.id_column, sep=args.sep)
+    groups = [[c.strip() for c in spec.split(",") if c.strip()] for spec in args.passive_columns]
+    return split_columns(frame, groups, label=args.label, id_column=args.id_column, source=str(args.data),
+                         categorical=_categorical_in(args, frame), weight_column=args.weight_column)
+
+
+def _demo_defaults() -> argparse.Namespace:
+    """Every training option at its default, as ``demo --in-memory`` trains."""
+    probe = argparse.ArgumentParser()
+    _add_training_options(probe)
+    return probe.parse_args(["--allow-simulated-tee"])  # the demo says so
