@@ -43,9 +43,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from teeboost.attack.crafted_columns import (
-    attack_report, craft_category_columns, craft_missing_copies, known_label_rows, read_passive_host_view,
-)
+from teeboost.attack.crafted_columns import attack_report, craft_category_columns, craft_missing_copies, known_label_rows
+from teeboost.attack.host_view import read_passive_host_view
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.data import PartyData
 from teeboost.datasets import (

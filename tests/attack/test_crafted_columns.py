@@ -32,9 +32,10 @@ import numpy as np
 import pytest
 
 from teeboost.attack.crafted_columns import (
-    MISSING, FoundRecord, attack_report, craft_category_columns, craft_missing_copies, known_label_rows,
-    own_column_baseline, read_passive_host_view, score_targets, target_auc,
+    MISSING, attack_report, craft_category_columns, craft_missing_copies, known_label_rows, own_column_baseline,
+    score_targets, target_auc,
 )
+from teeboost.attack.host_view import FoundRecord, read_passive_host_view
 from teeboost.config import BoostParams
 from teeboost.data import PartyData
 from teeboost.datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE
