@@ -19,10 +19,11 @@ import numpy as np
 import xgboost as xgb
 
 from teeboost.config import BoostParams, ProtocolOptions
-from teeboost.data import split_columns, train_test_rows
+from teeboost.data import split_columns
 from teeboost.datasets import DIAMONDS_LABEL, DIAMONDS_PASSIVE, load_diamonds
 from teeboost.estimator import party_features
 from teeboost.federation import train_local
+from teeboost.row_matching import train_test_rows
 
 PARAMS = BoostParams(n_trees=20, max_depth=4, learning_rate=0.3, subsample=1.0, max_bin=32)
 XGB = {"objective": "binary:logistic", "max_depth": 4, "eta": 0.3, "reg_lambda": 1.0, "min_child_weight": 1.0,

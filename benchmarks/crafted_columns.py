@@ -152,7 +152,7 @@ def deployed(args, seed: int, workdir: Path) -> dict:
     own = pd.read_csv(workdir / "passive-1.csv", dtype={ID: str}).reset_index(drop=True)
     candidates = own
     if args.known_split:  # the active party aligns in its own row order and holds out test_size of it
-        from teeboost.data import train_test_rows
+        from teeboost.row_matching import train_test_rows
 
         active_order = pd.read_csv(workdir / "active.csv", dtype={ID: str})[ID]
         aligned = active_order[active_order.isin(set(own[ID]))].to_numpy()

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 _API = {
     "BoostParams": "config", "ProtocolOptions": "config",
-    "PartyData": "data", "split_columns": "data", "align_parties": "data",
+    "PartyData": "data", "split_columns": "data", "align_parties": "row_matching",
     "VerticalBoostClassifier": "estimator", "VerticalBoostRegressor": "estimator",
     "FederatedModel": "federation", "train_local": "federation",
     "TeeboostError": "errors", "ConfigError": "errors", "DataError": "errors", "ProtocolError": "errors",

@@ -52,10 +52,10 @@ _METRICS_FOR = {
 MAX_BIN_LIMIT = 65_535
 
 # The vocabularies below live here, in a module that imports neither numpy nor pandas, so the
-# command line can build its parser and show data warnings without loading them; teeboost.data
-# and teeboost.explain import them from here.
+# command line can build its parser and show data warnings without loading them; teeboost.data,
+# teeboost.row_matching, teeboost.training_columns and teeboost.explain import them from here.
 
-#: How the rows of the parties' files are matched (``--align``; ``teeboost.data.match_rows``).
+#: How the rows of the parties' files are matched (``--align``; ``teeboost.row_matching.match_rows``).
 ALIGN_MODES = ("auto", "id", "intersect", "position")
 
 #: Feature importance types, as XGBoost's ``get_score`` (``teeboost.explain``).

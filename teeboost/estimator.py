@@ -30,10 +30,11 @@ from sklearn.metrics import accuracy_score, r2_score
 from .compute import ComputeOptions
 from .config import BoostParams, ProtocolOptions
 from .core.boosting import TreeProgress
-from .data import PartyData, align_parties
+from .data import PartyData
 from .errors import ConfigError, DataError, ModelFileError
 from .federation import FederatedModel, train_local
 from .joined import JoinedLayout, as_frame
+from .row_matching import align_parties
 
 __all__ = ["VerticalBoostClassifier", "VerticalBoostRegressor", "party_features"]
 

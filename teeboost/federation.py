@@ -26,7 +26,7 @@ from .core.boosting import Booster, BoostState, TreeProgress, Validation, row_we
 from .core.columns import PartyColumns
 from .core.loss import make_objective
 from .core.split import SplitCriteria
-from .data import PartyData, check_distinct_feature_names, check_weights, drop_unusable_columns, match_rows
+from .data import PartyData, check_weights
 from .errors import CheckpointError, ConfigError, DataError
 from .labels import check_counts, encode_labels, encode_with_classes
 from .policy import Policy
@@ -39,7 +39,9 @@ from teeboost.protocols.strict.hosts import StrictPredictPassive, announce_valid
 from teeboost.protocols.strict.enclave.consent import Consent
 from .tee.identity import PartyIdentity
 from teeboost.protocols.registry import get_protocol
+from .row_matching import match_rows
 from .tee.simulated import SimulatedPlatform
+from .training_columns import check_distinct_feature_names, drop_unusable_columns
 from .transport.base import Channel
 from .transport.inmemory import InMemoryChannel
 from .transport.transcript import TranscriptWriter

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from teeboost.audit import (
-    MAX_ITEMS, MAX_STRING, AuditLog, counters_path, read_audit, read_counters, summarise, usage_since,
-)
+from teeboost.audit import AuditLog
+from teeboost.audit_counters import counters_path, read_counters
+from teeboost.audit_entries import MAX_ITEMS, MAX_STRING
+from teeboost.audit_report import read_audit, summarise, usage_since
 
 ROOT = Path(__file__).resolve().parents[1]
 DAY = 86_400.0

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pytest
 
-from teeboost.audit import read_audit
+from teeboost.audit_report import read_audit
 from teeboost.budget import RowLedger, ledger_path
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.deploy.messages import Finish, PredictData, Setup

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from teeboost.audit import read_audit, summarise
+from teeboost.audit_report import read_audit, summarise
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.deploy.config import load_config
 from teeboost.deploy.messages import Finish, PredictData, Setup, Shutdown

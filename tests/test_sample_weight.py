@@ -11,12 +11,13 @@ import pytest
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.core.gradients import EncodedGradients
 from teeboost.core.loss import Logistic
-from teeboost.data import DataWarning, PartyData, match_rows, split_columns
+from teeboost.data import DataWarning, PartyData, split_columns
 from teeboost.errors import ConfigError, DataError
 from teeboost.federation import build_passive, train_active, train_local
 from teeboost.metrics import evaluate
 from teeboost.protocols.env import ProtocolEnv
 from teeboost.protocols.scoring.secureboost import EncryptedGradients
+from teeboost.row_matching import match_rows
 from teeboost.transport import inmemory, serde
 from teeboost.transport.inmemory import InMemoryChannel
 

@@ -13,11 +13,12 @@ from sklearn.datasets import load_iris
 from teeboost import VerticalBoostClassifier, VerticalBoostRegressor
 from teeboost.cli import main
 from teeboost.config import BoostParams
-from teeboost.data import DataWarning, PartyData, split_columns, train_test_rows
+from teeboost.data import DataWarning, PartyData, split_columns
 from teeboost.datasets import DIAMONDS_LABEL, DIAMONDS_PASSIVE, load_diamonds
 from teeboost.errors import DataError
 from teeboost.estimator import party_features
 from teeboost.federation import train_local
+from teeboost.row_matching import train_test_rows
 
 
 def train(tmp_path, capsys, *argv):

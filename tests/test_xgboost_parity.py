@@ -6,9 +6,10 @@ import xgboost as xgb
 from sklearn.datasets import load_breast_cancer
 
 from teeboost.config import BoostParams
-from teeboost.data import split_columns, train_test_rows
+from teeboost.data import split_columns
 from teeboost.federation import train_local
 from teeboost.metrics import roc_auc
+from teeboost.row_matching import train_test_rows
 
 PARAMS = BoostParams(n_trees=5, max_depth=3, learning_rate=0.3, subsample=1.0, max_bin=32)
 XGB = {"objective": "binary:logistic", "max_depth": 3, "eta": 0.3, "reg_lambda": 1.0, "min_child_weight": 1.0,

@@ -21,10 +21,11 @@ import numpy as np
 
 from ..config import BoostParams, ProtocolOptions
 from ..core.binning import fit_bins
-from ..data import PartyData, align_parties
+from ..data import PartyData
 from ..errors import DataError
 from ..federation import train_local
 from ..metrics import spearman
+from ..row_matching import align_parties
 from .attribution import PublicFeature
 from .guessing import METHODS, accuracy_by_tolerance, guess
 from .infer import InferredOrder, infer_held_orders, infer_orders

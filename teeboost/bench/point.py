@@ -19,11 +19,12 @@ import time
 import numpy as np
 
 from ..config import BoostParams, ProtocolOptions
-from ..data import split_columns, train_test_rows
+from ..data import split_columns
 from ..datasets import (
     GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit,
 )
 from ..metrics import roc_auc
+from ..row_matching import train_test_rows
 
 __all__ = ["workload", "boost_params", "train_xgboost", "run_point"]
 

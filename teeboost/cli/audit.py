@@ -21,7 +21,8 @@ def add_audit(sub) -> None:
 
 
 def _cmd_audit_show(args: argparse.Namespace) -> int:
-    from ..audit import read_audit, read_counters, summarise
+    from ..audit_counters import read_counters
+    from ..audit_report import read_audit, summarise
 
     path = args.log
     if path is None:

@@ -44,12 +44,13 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from ..checkpoint import remove_checkpoints
-    from ..data import check_distinct_feature_names, match_rows, train_test_rows
     from ..datasets import GIVE_ME_SOME_CREDIT_ID
     from ..estimator import party_features
     from ..federation import train_local
     from ..labels import encode_with_classes
     from ..metrics import evaluate
+    from ..row_matching import match_rows, train_test_rows
+    from ..training_columns import check_distinct_feature_names
     from teeboost.protocols.protection import protection_report
     from teeboost.protocols.registry import PROTOCOLS
 

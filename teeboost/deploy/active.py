@@ -27,7 +27,7 @@ from ..audit import AuditLog
 from ..core.boosting import TreeProgress
 from ..core.loss import make_objective
 from ..checkpoint import active_checkpoint_file, remove_checkpoint
-from ..data import PartyData, read_csv, train_test_rows
+from ..data import PartyData, read_csv
 from ..errors import DataError, PeerUnavailable, TeeboostError
 from ..federation import train_active
 from ..labels import encode_labels, encode_with_classes
@@ -36,6 +36,7 @@ from ..model_files import load_active, save_models
 from ..parties.active import FederatedOracle, ensemble_digest
 from teeboost.protocols.strict.hosts import strict_margin
 from ..parties.psi import intersect_as_active
+from ..row_matching import train_test_rows
 from ..transport.grpc_transport import GrpcChannel
 from ..transport.tls import peer_certificate_fingerprint
 from .config import PartyConfig, protocol_env

@@ -14,12 +14,14 @@ saved model whose digest it names, never an in-progress run; an enclave handshak
 scoring session hold the party's enclave side until they end, and another waits (``Busy``).
 Peers are told what a refusal is about, never the party's data, files or stack: those stay in
 its stderr, under a reference both sides can quote.
+
+Which side answers a request (the live run's or a saved model's) and the prediction sessions'
+bookkeeping are ``teeboost.deploy.prediction_sessions``, a mixin of ``PassiveService``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import signal
 import sys
@@ -43,24 +45,19 @@ from ..errors import (AttestationError, Busy, ConfigError, EnclaveError, Integri
 from ..federation import build_passive
 from ..model_files import PassiveModel, load_passive, passive_file, save_models
 from teeboost.protocols.messages import Ack, RouteRequest
-from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello, SealedMessage
 from ..parties.passive import PassiveParty
 from ..parties.psi import PsiPassive, PsiRequest, PsiResult
 from ..policy import DAY_SECONDS, PolicyRefused
 from teeboost.protocols.env import ProtocolEnv
-from teeboost.protocols.strict.hosts import StrictPredictPassive
 from ..transport.grpc_transport import PartyServer
 from .config import PartyConfig, protocol_env
 from .messages import Abandon, Finish, PredictData, Setup, Shutdown, TeeProfile
+from .prediction_sessions import MAX_PREDICTION_SESSIONS, RUN_ID_PATTERN, PredictionSessions
 from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile, uses_enclaves
 
 __all__ = ["PassiveService", "serve_passive"]
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
-RUN_DATASETS = ("train", "valid", "test")  # a training run's own rows, never a prediction batch's name
 STALE_RUN_SECONDS = 600.0  # a live run with no request for this long may be replaced by a new one
-SESSION_LEASE_SECONDS = 30.0  # an enclave handshake or strict scoring session with no progress this long is let go
-MAX_PREDICTION_SESSIONS = 32  # prediction datasets held at once (the oldest unused one is dropped)
 #: Refusals a peer hears verbatim: about the protocol or the policy, from the message itself.
 #: Anything else (the party's data, files, a fault) is reported as a reason code and a reference.
 _TOLD = (ProtocolError, AttestationError, IntegrityError, Refused)
@@ -86,7 +83,10 @@ def _ends_complete(path: Path, size: int) -> bool:
         return handle.read(1) in (b"\n", b"\r")
 
 
-class PassiveService:
+class PassiveService(PredictionSessions):
+    """One passive party serving its active party: PSI alignment, one live training run at a
+    time, prediction sessions, and every fault turned into a refusal the peer may hear."""
+
     def __init__(self, config: PartyConfig) -> None:
         self.config = config
         self.policy = config.policy
@@ -96,10 +96,7 @@ class PassiveService:
         self.ledger = RowLedger(ledger_path(config.audit_log), config.name) if config.audit_log else None
         self.strict_ledger = SealedLedgerFile.beside(config.audit_log, self.ledger) if config.audit_log else None
         self.party: PassiveParty | None = None  # the live training run's side
-        # the saved model's side for prediction sessions, by model digest: the current saved model,
-        # and the one before it while sessions that began with it are still under way
-        self._predictors: OrderedDict[str, PassiveParty] = OrderedDict()
-        self._sessions: OrderedDict[str, str] = OrderedDict()  # prediction dataset -> model digest
+        self._init_session_tables()  # prediction sessions, their saved models' sides, enclave turns
         self.server: PartyServer | None = None
         self.run_id = ""
         self._run_seen = 0.0  # when the live run last had a request (monotonic)
@@ -107,8 +104,6 @@ class PassiveService:
         self._served_runs: set[str] = set()  # training run ids served by this process (Hello)
         self._source: tuple[int, int] | None = None
         self._aligned: OrderedDict[str, PartyData] = OrderedDict()
-        self._handshake: tuple[str, float] | None = None  # (target, since): an enclave handshake under way
-        self._scoring: tuple[str, str, float] | None = None  # (target, session run id, since): strict scoring
         # what this process served, for the report it prints when it stops
         self.served = {"runs": 0, "protocols": [], "prediction_batches": 0, "prediction_rows": 0, "refusals": 0}
         self._reload()
@@ -250,84 +245,6 @@ class PassiveService:
             return Ack()
         return self._dispatch(msg)
 
-    # -- which side answers: the live run's, or the saved model's
-
-    def _dispatch(self, msg: Any) -> Any:
-        """Run datasets (train, valid, test) and the run's enclaves belong to the live run;
-        prediction sessions to the saved model. Enclave handshakes and strict scoring sessions
-        take turns (``Busy``): they share the enclave side of a party."""
-        now = time.monotonic()
-        if isinstance(msg, EnclaveHello):
-            target = self._hello_target(msg.run_id)
-            self._take_turn(target, msg.run_id, now)
-            self._handshake = (target, now)
-            try:
-                return self._side(target).handle(msg)
-            except BaseException:
-                self._end_turn()
-                raise
-        if isinstance(msg, EnclaveFinish):
-            if self._handshake is None:
-                raise ProtocolError("enclave handshake finished before it started")
-            target = self._handshake[0]
-            self._handshake = None
-            try:
-                return self._side(target).handle(msg)
-            except BaseException:
-                self._scoring = None
-                raise
-        if isinstance(msg, SealedMessage) and msg.kind.startswith("predict:"):
-            dataset = msg.kind.partition(":")[2]
-            target = "run" if dataset in RUN_DATASETS else dataset
-            if self._scoring is None or self._scoring[0] != target:
-                raise ProtocolError("a strict scoring record outside its session")
-            try:
-                return self._side(target).handle(msg)
-            finally:
-                self._scoring = None
-                self._end_session(dataset)  # one scoring per batch
-        if isinstance(msg, RouteRequest):
-            return self._side("run" if msg.dataset in RUN_DATASETS else msg.dataset).handle(msg)
-        return self._side("run").handle(msg)
-
-    def _hello_target(self, run_id: str) -> str:
-        """A strict scoring session's run id is ``predict.<dataset>.<token>``; a run's is its own."""
-        if not run_id.startswith("predict."):
-            return "run"
-        dataset = run_id[len("predict."):].rpartition(".")[0]
-        return "run" if dataset in RUN_DATASETS else dataset
-
-    def _take_turn(self, target: str, run_id: str, now: float) -> None:
-        busy = self._handshake or self._scoring
-        if busy is not None and now - busy[-1] < SESSION_LEASE_SECONDS:
-            raise Busy(f"party {self.config.name!r} is in another enclave session; ask again shortly")
-        self._handshake = None
-        self._scoring = (target, run_id, now) if run_id.startswith("predict.") else None
-
-    def _end_turn(self) -> None:
-        self._handshake = None
-        self._scoring = None
-
-    def _side(self, target: str) -> PassiveParty:
-        """``target``: "run", or the dataset of a prediction session."""
-        if target == "run":
-            if self.party is None:
-                raise ProtocolError(f"party {self.config.name!r} has no training run set up")
-            self._run_seen = time.monotonic()
-            return self.party
-        predictor = self._predictors.get(self._sessions.get(target, ""))
-        if predictor is None:
-            raise ProtocolError(f"party {self.config.name!r} has no dataset {target[:80]!r} (align a batch and send "
-                                "PredictData first)")
-        return predictor
-
-    def _end_session(self, dataset: str) -> None:
-        digest = self._sessions.pop(dataset, None)
-        predictor = self._predictors.get(digest or "")
-        if predictor is not None:
-            predictor.keep_datasets([d for d, g in self._sessions.items() if g == digest])
-        self._retire_predictors()
-
     def _budget(self, rule: str, asked: int) -> None:
         if getattr(self.policy, rule) is not None:
             self.policy.check_budget(self.config.name, rule, self.audit.usage(DAY_SECONDS)[rule], asked)
@@ -347,7 +264,7 @@ class PassiveService:
             aligned = self._aligned.get("train")
         if aligned is None:
             raise ProtocolError("training set-up before id alignment")
-        if not _RUN_ID.fullmatch(msg.run_id):
+        if not RUN_ID_PATTERN.fullmatch(msg.run_id):
             raise ProtocolError("the run id must be 1-80 letters, digits, '.', '_' or '-'")
         try:
             params = BoostParams(**json.loads(msg.params))
@@ -477,89 +394,8 @@ class PassiveService:
         self._finished = True  # sessions under way finish with the model they began with; new ones get this one
         return Ack()
 
-    def _predictor_for(self, digest: str) -> PassiveParty:
-        """The saved model's side, if its digest is the one the active party predicts with."""
-        path = self.config.model_dir / passive_file(self.config.index)
-        model = load_passive(path)
-        if not model.model_digest:
-            raise ProtocolError(f"party {self.config.name!r}'s saved model carries no model digest (saved by an older "
-                                "teeboost): train it again")
-        if digest != model.model_digest:
-            raise ProtocolError(f"the active party predicts with model {digest[:16]!r}; party "
-                                f"{self.config.name!r} serves only its saved model {model.model_digest[:16]!r}")
-        predictor = self._predictors.get(model.model_digest)
-        if predictor is not None:
-            return predictor
-        strict = model.protocol == "strict"  # routing only between enclaves
-        predictor = PassiveParty(model.index, model.name, model.feature_names, model.owner,
-                                 protocol=StrictPredictPassive(model.owner, model.model_digest, self.env(),
-                                                               model.index, sealed=model.sealed_records)
-                                 if strict else None,
-                                 protocol_name="strict" if strict else None, policy=self.policy,
-                                 max_depth=model.max_depth, vocabularies=model.vocabularies,
-                                 backend=None if strict else self.env().compute)
-        if self.ledger is not None:
-            predictor.bind_ledger(self.ledger, self.strict_ledger, self._strict_session)
-        self._predictors[model.model_digest] = predictor
-        self._retire_predictors(current=model.model_digest)
-        return predictor
-
-    def _retire_predictors(self, current: str | None = None) -> None:
-        """Models no session uses any more go, but for the newest; at most two are held."""
-        in_use = set(self._sessions.values())
-        newest = current or next(reversed(self._predictors), None)
-        for digest in list(self._predictors):
-            if digest != newest and (digest not in in_use or len(self._predictors) > 2):
-                self._drop_predictor(digest, "no session uses this model any more")
-        for dataset, digest in list(self._sessions.items()):
-            if digest not in self._predictors:  # its model went: the session is refused by name
-                self._sessions.pop(dataset)
-
-    def _close_predictors(self, why: str) -> None:
-        for digest in list(self._predictors):
-            self._drop_predictor(digest, why)
-        self._sessions.clear()
-
-    def _drop_predictor(self, digest: str, why: str) -> None:
-        predictor = self._predictors.pop(digest, None)
-        if predictor is None:
-            return
-        self.audit.write("prediction queries", model=digest[:16], queries=dict(predictor.queries), note=why)
-        predictor.close()
-
     def _checkpoint_file(self) -> Path:
         return passive_checkpoint_file(self.config.checkpoint_dir, self.config.index)
-
-    def _predict_data(self, msg: PredictData) -> Ack:
-        if msg.dataset in RUN_DATASETS or not _RUN_ID.fullmatch(msg.dataset):
-            # a batch under a run's dataset name would be routed as that dataset (red-team finding:
-            # "train" was exempt from the leakage budget)
-            raise ProtocolError(f"a prediction batch cannot be called {msg.dataset[:40]!r} (1-80 letters, digits, "
-                                f"'.', '_' or '-', and none of {', '.join(RUN_DATASETS)})")
-        batch = self._aligned.pop(msg.dataset, None)
-        if batch is None:
-            raise ProtocolError(f"prediction batch {msg.dataset[:80]!r} must be aligned by PSI (purpose "
-                                f"{msg.dataset[:80]!r}) first")
-        self._budget("max_prediction_rows_per_day", batch.n_rows)
-        if msg.dataset in self._sessions:  # a session's dataset is never replaced while it is in use
-            if msg.dataset != "predict":  # the one-process name, which one operator reuses batch after batch
-                raise ProtocolError(f"prediction session {msg.dataset[:80]!r} is already under way")
-            self._end_session(msg.dataset)
-        predictor = self._predictor_for(msg.model_digest)
-        self._sessions[msg.dataset] = msg.model_digest
-        while len(self._sessions) > MAX_PREDICTION_SESSIONS:  # the oldest session goes (refused by name)
-            self._end_session(next(iter(self._sessions)))
-        missing = [n for n in predictor.feature_names if n not in batch.feature_names]
-        if missing:
-            raise ConfigError(f"{self.config.data}: the model uses column(s) {', '.join(map(repr, missing))}, "
-                              "which this party's data no longer has")
-        batch = batch.conform(predictor.feature_names, predictor.vocabularies, "the model")
-        predictor.add_dataset(msg.dataset, batch.features, self._row_keys(batch))
-        self.audit.write("predict", run_id=f"model:{msg.model_digest[:16]}", peer=self.peer,
-                         dataset=msg.dataset, rows=batch.n_rows)
-        self.served["prediction_batches"] += 1
-        self.served["prediction_rows"] += batch.n_rows
-        return Ack()
 
     def close(self) -> None:
         self._close_run("party stopped")

@@ -10,10 +10,11 @@ import pytest
 
 from teeboost.config import BoostParams
 from teeboost.core.release import quantize_margins
-from teeboost.data import PartyData, align_parties, train_test_rows
+from teeboost.data import PartyData
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 from teeboost.federation import FederatedModel, train_local
 from teeboost.model_files import load_active, load_passive
+from teeboost.row_matching import align_parties, train_test_rows
 from teeboost.transport.tls import create_federation_certs
 
 from ..helpers import federated_descriptions, stop_passive_parties

@@ -8,7 +8,7 @@ import sys
 
 import pandas as pd
 
-from teeboost.audit import read_audit
+from teeboost.audit_report import read_audit
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 from teeboost.transport.tls import certificate_fingerprint
 

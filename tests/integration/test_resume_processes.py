@@ -12,13 +12,14 @@ import pytest
 
 from teeboost.checkpoint import ActiveCheckpoint, active_checkpoint_file, passive_checkpoint_file
 from teeboost.config import BoostParams, ProtocolOptions
-from teeboost.data import PartyData, align_parties, train_test_rows
+from teeboost.data import PartyData
 from teeboost.deploy.active import shutdown_peers
 from teeboost.deploy.config import load_config
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 from teeboost.errors import CheckpointError
 from teeboost.federation import FederatedModel, train_local
 from teeboost.model_files import load_active, load_passive
+from teeboost.row_matching import align_parties, train_test_rows
 
 from ..helpers import federated_descriptions
 

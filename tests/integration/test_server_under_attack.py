@@ -164,7 +164,7 @@ def test_silent_streams_and_idle_connections_do_not_delay_the_active_party(passi
     assert "open file limit" in (workdir / "passive-1.log").read_text()
     # the intruder's refusals are in the passive party's audit log, with its certificate's
     # fingerprint and address, at most 20 a minute (the rest are counted, not written one by one)
-    from teeboost.audit import read_audit
+    from teeboost.audit_report import read_audit
 
     refused = [e for e in read_audit(workdir / "audit-passive-1.jsonl")
                if e["event"] == "refused" and e.get("request") == "transport" and e["reason"].startswith("certificate")]
