@@ -91,7 +91,8 @@ def test_schema_has_the_fields_of_a_model_saved_by_the_installed_xgboost():
     assert ours.keys() == saved.keys()
     assert ours["learner"].keys() == saved["learner"].keys()
     ours_model, saved_model = (d["learner"]["gradient_booster"]["model"] for d in (ours, saved))
-    assert set(ours_model) == set(saved_model) - {"cats"}  # no category encoder: data arrives as codes
+    assert set(ours_model) == set(saved_model)  # "cats" included: category names (here none)
+    assert ours_model["cats"] == saved_model["cats"]
     assert ours_model["trees"][0].keys() == saved_model["trees"][0].keys()
     assert ours["learner"]["learner_model_param"].keys() == saved["learner"]["learner_model_param"].keys()
     assert ours["learner"]["objective"] == saved["learner"]["objective"]
@@ -166,7 +167,7 @@ def test_export_cli_end_to_end_on_a_trained_model_dir(tmp_path, capsys):
     assert main(["export", "merge", str(tmp_path / "p1.json"), str(tmp_path / "active.json"),
                  "--out", str(tmp_path / "model.json"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["trees"] == 4 and summary["objective"] == "binary:logistic"
+    assert summary["trees"] == 4 and summary["objective"] == "binary:logistic" and summary["categorical"] == []
 
     booster = xgb.Booster()
     booster.load_model(str(tmp_path / "model.json"))

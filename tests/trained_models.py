@@ -113,15 +113,26 @@ def credit_one_party_multiclass() -> Trained:
 
 
 @lru_cache(maxsize=None)
+def diamonds_frame() -> pd.DataFrame:
+    """12,000 diamonds: the first N_TRAIN rows train :func:`diamonds_categorical`, the rest are held out."""
+    return load_diamonds().sample(12000, random_state=0).reset_index(drop=True)
+
+
+@lru_cache(maxsize=None)
 def diamonds_categorical() -> Trained:
     """Text grades as categories: cut at the active party, color and clarity at the lab."""
-    frame = load_diamonds().sample(12000, random_state=0).reset_index(drop=True)
-    return _train(frame, [DIAMONDS_PASSIVE], DIAMONDS_LABEL, BoostParams(n_trees=10, max_depth=4))
+    return _train(diamonds_frame().copy(), [DIAMONDS_PASSIVE], DIAMONDS_LABEL, BoostParams(n_trees=10, max_depth=4))
 
 
 @lru_cache(maxsize=None)
 def categorical_with_other_and_missing() -> Trained:
     """A passive categorical column with rare categories sharing "other", and missing values."""
+    return _train(shops_frame().copy(), [["shop", "z"]], "y", BoostParams(n_trees=8, max_depth=3), n_train=4000)
+
+
+@lru_cache(maxsize=None)
+def shops_frame() -> pd.DataFrame:
+    """90 shops (some rare), every 13th missing; the first 4,000 rows train, the rest are held out."""
     rng = np.random.default_rng(3)
     n = 6000
     shop = rng.integers(0, 90, n)
@@ -131,7 +142,7 @@ def categorical_with_other_and_missing() -> Trained:
     frame = pd.DataFrame({"id": [f"r{i}" for i in range(n)], "x": x, "y": y,
                           "shop": [f"shop{s}" for s in shop], "z": rng.normal(size=n)})
     frame.loc[::13, "shop"] = None
-    return _train(frame, [["shop", "z"]], "y", BoostParams(n_trees=8, max_depth=3), n_train=4000)
+    return frame
 
 
 def load_booster(document: dict) -> xgb.Booster:

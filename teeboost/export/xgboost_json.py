@@ -18,7 +18,9 @@ Rules of the translation (docs/explain.md):
   threshold that rounds to the same float32 (XGBoost then goes left, we go right);
 - missing values follow ``default_left`` = our missing direction;
 - categorical splits become XGBoost's category sets (``split_type`` 1), which list the codes
-  that go *right*; data is given to XGBoost as the owner's category codes, feature type "c";
+  that go *right*; feature type "c". The model carries each vocabulary's names (XGBoost's
+  ``cats``, :mod:`.categories`), so XGBoost codes a pandas frame's categories by name, never by
+  the frame's own order, and refuses names it was not given;
 - the base margin becomes ``base_score`` in XGBoost's output space (probability for binary,
   mean for Poisson); multiclass base margins are added to the leaves of each class's first
   tree and ``base_score`` is 0.
@@ -37,6 +39,7 @@ from ..core.tree import SplitRecord, Tree
 from ..errors import ModelFileError
 from ..parties.active import ensemble_digest
 from ..model_files import ActiveModel, PassiveModel
+from .categories import ATTRIBUTE, category_container, category_names
 
 if TYPE_CHECKING:
     from ..federation import FederatedModel
@@ -255,13 +258,18 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     k = ensemble.n_outputs
     round_robin = len(trees) % k == 0 and outputs == [i % k for i in range(len(trees))]
     step = k if round_robin else 1
+    named = category_names(names, {f: v for party in parties.values() for f, v in party.vocabularies.items()})
+    attributes = {"teeboost_classes": json.dumps(ensemble.classes)} if ensemble.classes else {}
+    if named:
+        attributes[ATTRIBUTE] = json.dumps(named)
     return {
         "learner": {
-            "attributes": {"teeboost_classes": json.dumps(ensemble.classes)} if ensemble.classes else {},
+            "attributes": attributes,
             "feature_names": names,
             "feature_types": types,
             "gradient_booster": {
                 "model": {
+                    "cats": category_container(names, named),
                     "gbtree_model_param": {"num_parallel_tree": "1", "num_trees": str(len(trees))},
                     "iteration_indptr": list(range(0, len(trees) + 1, step)),
                     "tree_info": outputs,
