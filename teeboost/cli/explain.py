@@ -134,11 +134,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         document = merge_parts(parts)
         write_atomically(args.out, json.dumps(document).encode("utf-8"))
         learner = document["learner"]
+        categorical = [f for f, t in zip(learner["feature_names"], learner["feature_types"]) if t == "c"]
         summary = {"out": str(args.out), "trees": len(learner["gradient_booster"]["model"]["trees"]),
-                   "features": learner["feature_names"], "objective": learner["objective"]["name"]}
+                   "features": learner["feature_names"], "objective": learner["objective"]["name"],
+                   "categorical": categorical}
         print(json.dumps(summary) if args.json else
               f"wrote an XGBoost model ({summary['trees']} trees, {len(summary['features'])} features in this order: "
-              f"{', '.join(summary['features'])}) to {args.out}")
+              f"{', '.join(summary['features'])}) to {args.out}" + (
+                  f"\ncategorical features {', '.join(categorical)} carry their category names: give XGBoost pandas "
+                  "category columns (xgboost >= 3.1 refuses names it was not given) or pass the frame through "
+                  "teeboost.export.recode(frame, 'model.json') first" if categorical else ""))
         return 0
     if len(args.inputs) != 1 or args.part is None or args.out is not None:
         raise ConfigError("usage: teeboost export MODEL_DIR --part OUT.json [--party active|NAME]")
