@@ -1,7 +1,7 @@
 """Reading an audit log back and summarising it for auditors (``teeboost audit show``).
 
 Only complete entries are read: a line torn by a crash mid-write is skipped. The summary
-gives the runs served, prediction batches, refusals (with those the rate limit suppressed),
+gives the runs served (or, in the active party's log, started), prediction batches, refusals (with those the rate limit suppressed),
 repairs of torn lines, each daily budget's use over the last 24 hours and the bits about the
 party's rows that left.
 """
@@ -19,6 +19,9 @@ from .audit_entries import parse_entry
 from .errors import ConfigError
 
 __all__ = ["iter_audit", "read_audit", "usage_since", "leakage_lines", "summarise"]
+
+#: Events only the active party writes (it starts runs; passive parties are set up).
+_ACTIVE_EVENTS = ("run", "trained", "recovery")
 
 
 def iter_audit(path: Path) -> Iterator[dict[str, Any]]:
@@ -94,6 +97,25 @@ def leakage_lines(entries: list[dict[str, Any]], routing: dict[str, int] | None,
     return lines
 
 
+def _peers(value: Any) -> list[str]:
+    """The peers an entry names: a passive party's log holds one certificate fingerprint, the
+    active party's a fingerprint for each passive party by name."""
+    if isinstance(value, dict):
+        return [f"{name} {str(fingerprint)[:23]}" for name, fingerprint in value.items()]
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [str(value)] if value else []
+
+
+def _count_queries(run: dict[str, Any], queries: Any) -> None:
+    """Per-type query counts (a passive party's entries) or one message count (the active
+    party's ``messages``, written as ``queries`` by earlier versions)."""
+    if isinstance(queries, dict):
+        run["queries"].update({str(k): v for k, v in queries.items() if isinstance(v, int)})
+    elif isinstance(queries, int) and not isinstance(queries, bool):
+        run["messages"] = run.get("messages", 0) + queries
+
+
 def summarise(entries: list[dict[str, Any]], *, now: float | None = None,
               routing: dict[str, int] | None = None, usage: dict[str, int] | None = None) -> str:
     """Runs served (peer, protocol, parameters, rows, queries), prediction batches, refusals
@@ -113,16 +135,18 @@ def summarise(entries: list[dict[str, Any]], *, now: float | None = None,
     peers: Counter = Counter()
     for entry in entries:
         event = entry["event"]
-        if entry.get("peer"):
-            peers[str(entry["peer"])] += 1
+        for peer in _peers(entry.get("peer")):
+            peers[peer] += 1
+        run_id = str(entry.get("run_id", "?"))
         if event in ("setup", "run"):
-            run = runs.setdefault(entry.get("run_id", "?"), {"queries": Counter()})
-            if entry.get("run_id", "?") not in order:
-                order.append(entry.get("run_id", "?"))
+            run = runs.setdefault(run_id, {"queries": Counter()})
+            if run_id not in order:
+                order.append(run_id)
             run.update({k: entry[k] for k in ("time", "peer", "protocol", "params", "rows") if k in entry})
         elif event in ("queries", "finish", "trained"):
-            run = runs.setdefault(entry.get("run_id", "?"), {"queries": Counter()})
-            run["queries"].update(entry.get("queries", {}))
+            run = runs.setdefault(run_id, {"queries": Counter()})
+            _count_queries(run, entry.get("queries"))
+            _count_queries(run, entry.get("messages"))
             if event in ("finish", "trained"):
                 run["finished"] = entry["time"]
                 for key in ("n_trees", "metric", "value"):
@@ -151,10 +175,14 @@ def summarise(entries: list[dict[str, Any]], *, now: float | None = None,
         rows = run.get("rows") or {}
         status = f"finished {run['finished']}" if "finished" in run else "not finished"
         queries = ", ".join(f"{k} {v}" for k, v in sorted(run["queries"].items()))
+        peer = ", ".join(_peers(run.get("peer"))) or "?"
         lines.append(f"  {run.get('time', '?')}  run {str(run_id)[:24]}  {run.get('protocol', '?')}  "
-                     f"peer {str(run.get('peer', '?'))[:23]}  {shown}  rows {json.dumps(rows)}  {status}")
+                     f"peer {peer if isinstance(run.get('peer'), dict) else peer[:23]}  {shown}  "
+                     f"rows {json.dumps(rows)}  {status}")
         if queries:
             lines.append(f"      queries: {queries}")
+        if "messages" in run:
+            lines.append(f"      messages: {run['messages']}")
     lines.append(f"prediction batches: {len(predictions)}, rows scored: "
                  f"{sum(int(p.get('rows', 0)) for p in predictions)}")
     held_back = sum(int(s.get("suppressed", 0)) for s in suppressed)
@@ -184,6 +212,12 @@ def summarise(entries: list[dict[str, Any]], *, now: float | None = None,
                      f"(last {repairs[-1]['time']})")
     if reopened:
         lines.append(f"reopened after rotation: {reopened}")
+    if any(e["event"] in _ACTIVE_EVENTS for e in entries):  # the label owner's log: it serves no budget
+        lines.append("budgets and leakage: this is the active party's log; each passive party counts what it "
+                     "served in its own (teeboost audit show --config passive.toml)")
+        if peers:
+            lines.append("peers: " + ", ".join(f"{p} ({n} entries)" for p, n in peers.most_common()))
+        return "\n".join(lines)
     used = usage if usage is not None else usage_since(entries, now - 86_400)
     lines.append("last 24 h: " + ", ".join(f"{k.removeprefix('max_').removesuffix('_per_day')} {used.get(k, 0)}"
                                           for k in BUDGET_RULES)

@@ -50,11 +50,21 @@ SAFE_DEFAULTS = {
     "max_bits_per_row_per_day": 8,
 }
 
-# what each opt-in protocol reveals, for the refusal message
+# what each opt-in protocol reveals of the refusing party, for the refusal message: a passive
+# party's features to the active party, or the active party's labels to the passive parties
 _REVEALS = {
-    "plain": "this party's per-bin gradient histograms and every partition, and sends the labels' gradients "
-             "in the clear",
-    "secureboost": "every per-bin gradient sum of this party's features to the active party (which decrypts them)",
+    "passive": {
+        "plain": "this party's per-bin gradient histograms and every partition, and sends the labels' gradients "
+                 "in the clear",
+        "secureboost": "every per-bin gradient sum of this party's features to the active party (which decrypts "
+                       "them)",
+    },
+    "active": {
+        "plain": "this party's labels: it sends the gradients of every row in the clear to every passive party",
+        "secureboost": "this party's labels, encrypted: it sends the gradients of every row, encrypted under its own "
+                       "key, to every passive party, and each split's partition of rows to the parties "
+                       "(docs/secureboost.md)",
+    },
 }
 
 
@@ -164,12 +174,16 @@ class Policy:
 
     # -- checks; ``party`` names this party in the refusal
 
-    def check_protocol(self, party: str, protocol: str) -> None:
+    def check_protocol(self, party: str, protocol: str, role: str = "passive", config: str | None = None) -> None:
+        """``role``: whose data the refusal speaks of (the active party checking its own run
+        protects its labels, a passive party its features); ``config``: where to allow it."""
         if protocol not in self.protocols:
-            reason = f" ({protocol} reveals {_REVEALS[protocol]})" if protocol in _REVEALS else ""
+            reveals = _REVEALS[role].get(protocol)
+            reason = f" ({protocol} reveals {reveals})" if reveals else ""
+            where = f"[policy] protocols of {config}" if config else "[policy] protocols"
             raise PolicyRefused(party, "protocols", f"protocol {protocol!r} is not allowed{reason}; allowed: "
-                                f"{', '.join(self.protocols)}. Its operator may opt in by adding it to "
-                                "[policy] protocols")
+                                f"{', '.join(self.protocols)}. Its operator may opt in by adding {protocol!r} to "
+                                f"{where}")
 
     def check_passive_features(self, passive: str, n_features: int) -> None:
         """The label owner's cap on one passive party's columns in a run."""
@@ -178,12 +192,15 @@ class Policy:
                                 f"passive party {passive} brings {n_features} columns; at most "
                                 f"{self.max_passive_features}: each made-up column is a further probe of the labels")
 
-    def check_params(self, party: str, protocol: str, params, outputs: int = 1, *, serving: bool = True) -> None:
+    def check_params(self, party: str, protocol: str, params, outputs: int = 1, *, serving: bool = True,
+                     config: str | None = None) -> None:
         """A run's parameters (``BoostParams``; ``outputs`` trees per round, one per class in
         multiclass runs) before anything of this party's is touched. ``serving`` False: the
-        active party checks its own run, whose column sample and weights are its own choice.
+        active party checks its own run, whose column sample and weights are its own choice (and
+        a refused protocol is told by what it reveals of the labels). ``config``: the file whose
+        [policy] would allow it.
         Sample weights are not in the parameters: they are checked in the attested criteria."""
-        self.check_protocol(party, protocol)
+        self.check_protocol(party, protocol, "passive" if serving else "active", config)
         if self.max_outputs is not None and outputs > self.max_outputs:
             raise PolicyRefused(party, "max_outputs", f"the model would have {outputs} outputs (one per class); "
                                 f"at most {self.max_outputs}: every output of a prediction is a further answer "

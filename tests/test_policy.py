@@ -651,3 +651,25 @@ def test_the_label_owner_caps_the_columns_a_passive_party_brings():
         policy.check_passive_features("bank", 300)
     assert Policy.from_table({}, role="active").max_passive_features is None
     assert Policy.from_table({}, role="passive").max_passive_features is None
+
+
+def test_the_active_party_refusing_secureboost_says_what_it_reveals_of_its_labels(parties):
+    """The label owner's own refusal speaks of its labels (SecureBoost sends their gradients,
+    encrypted), not of passive features, and names the config to allow it in."""
+    from teeboost.deploy.active import run_training
+
+    active, tmp_path = parties
+    frame = pd.DataFrame(active.features, columns=list(active.feature_names))
+    frame.insert(0, "id", active.ids)
+    frame["label"] = active.labels
+    frame.to_csv(tmp_path / "active.csv", index=False)
+    config = tmp_path / "active.toml"
+    config.write_text('[party]\nname = "bank"\nrole = "active"\ndata = "active.csv"\nid_column = "id"\n'
+                      'label = "label"\n[tls]\ninsecure = true\n[[peers]]\nindex = 1\nname = "telco"\n'
+                      'address = "127.0.0.1:9"\n[training]\nprotocol = "secureboost"\n')
+    with pytest.raises(PolicyRefused) as refused:
+        run_training(load_config(config))
+    text = str(refused.value)
+    assert "labels" in text and "encrypted" in text and "gradients" in text, text
+    assert "features" not in text, text
+    assert f"adding 'secureboost' to [policy] protocols of {config}" in text, text

@@ -133,8 +133,9 @@ def _print_report(report: dict[str, Any]) -> None:
     if report.get("compute"):
         print(f"compute         {report['compute']}")
     print(f"objective       {report['objective']}  ({report['n_samples']} training rows, {report['n_test']} held out)")
-    for name, columns in report.get("parties", {}).items():  # a deployed party knows only its own columns
-        print(f"  {name:<13} {len(columns)} features: {', '.join(columns)}")
+    for name, columns in (report.get("parties") or {}).items():  # a deployed party knows only its own columns
+        if columns is not None:
+            print(f"  {name:<13} {len(columns)} features: {', '.join(columns)}")
     print(f"trees           {report['n_trees']}")
     print(f"held-out {report['metric']:<6} {value}")
     print(f"train time      {report['train_seconds']:.3f} s")
@@ -150,5 +151,5 @@ def _print_report(report: dict[str, Any]) -> None:
         psi = report["psi"]
         print(f"PSI             {psi['intersection']} shared rows of {psi['active_ids']} active ids, "
               f"{psi['seconds']:.2f} s, {psi['bytes']:,} bytes")
-    if report.get("transport"):
+    if report.get("tls"):  # deployed runs: over the network
         print(f"transport       {report['transport'].replace('grpc', 'gRPC')}, {report['tls']}")

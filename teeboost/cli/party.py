@@ -129,7 +129,10 @@ def _cmd_party(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
+        from .train import _print_early_stopping
+
         _print_report(report)
+        _print_early_stopping(report)
         print(f"audit log       {config.audit_log}")
     return 0
 

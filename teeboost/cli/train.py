@@ -7,15 +7,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import DataError
 from .common import DEFAULT_MODEL_DIR, _print_report, _Progress
 from .options import _add_compute_options, _add_training_options, _compute, _load_parties, _options, _params
 
-if TYPE_CHECKING:
-    from ..config import BoostParams
-    from ..federation import FederatedModel, TrainingRun
 
 
 def add_train(sub) -> None:
@@ -53,6 +50,8 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
     from ..training_columns import check_distinct_feature_names
     from teeboost.protocols.protection import protection_report
     from teeboost.protocols.registry import PROTOCOLS
+
+    from ..run_report import training_report
 
     if args.protocol not in PROTOCOLS:
         raise DataError(
@@ -95,7 +94,7 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
     model.active.id_column = args.id_column or (GIVE_ME_SOME_CREDIT_ID if args.data is None and not args.active_data else None)
     written = model.save(args.model_dir)
     remove_checkpoints(checkpoints, len(model.passives))
-    report = {
+    report = training_report({
         "protocol": args.protocol,
         "objective": objective,
         "n_samples": int(train_rows.size),
@@ -114,28 +113,12 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
         "transcript": str(args.transcript) if args.transcript else None,
         "phases": run.phases,
         "per_tree": run.to_dict()["per_tree"],
-    }
-    if run.enclaves:
-        report["enclaves"] = run.enclaves
-    if run.compute:
-        report["compute"] = run.compute
-    protection = protection_report(args.protocol, options)
-    report["protection"] = protection["protection"]
-    if protection["options"]:
-        report["options"] = protection["options"]
-    if params.early_stopping_rounds is not None:
-        report.update(_early_stopping(params, run, model))
+        "psi": None,  # rows are matched in this process (--align), no ids are exchanged
+        "transport": "in-process",
+        "tls": None,
+    }, params=params, run=run, best_round=model.active.ensemble.best_round,
+        protection=protection_report(args.protocol, options))
     return report
-
-
-def _early_stopping(params: BoostParams, run: TrainingRun, model: FederatedModel) -> dict[str, Any]:
-    """Whether early stopping ended the run before --n-trees rounds, and the best round (from
-    0, as in the model file) the model was cut back to: fewer trees than asked for, unexplained,
-    look like a bug."""
-    rounds_run = 1 + max((t.round_index for t in run.trees), default=-1)
-    best_round = model.active.ensemble.best_round
-    return {"early_stopping_rounds": params.early_stopping_rounds, "stopped_early": rounds_run < params.n_trees,
-            "rounds_run": rounds_run, "best_round": None if best_round is None else int(best_round)}
 
 
 def _print_early_stopping(report: dict[str, Any]) -> None:

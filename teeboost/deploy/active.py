@@ -34,13 +34,16 @@ from ..labels import encode_labels, encode_with_classes
 from ..metrics import evaluate
 from ..model_files import load_active, save_models
 from ..parties.active import FederatedOracle, ensemble_digest
+from teeboost.protocols.protection import protection_report
 from teeboost.protocols.strict.hosts import strict_margin
 from ..parties.psi import intersect_as_active
 from ..row_matching import train_test_rows
+from ..run_report import training_report
 from ..transport.grpc_transport import GrpcChannel
 from ..transport.tls import peer_certificate_fingerprint
 from .config import PartyConfig, protocol_env
 from .messages import Abandon, Finish, PredictData, Setup, Shutdown
+from .protocol_check import check_peer_settings
 from .tee_check import check_own_tee, check_peers, explain_attestation_failure, uses_enclaves
 
 __all__ = ["run_training", "run_prediction", "shutdown_peers"]
@@ -79,7 +82,8 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
     data = PartyData.from_csv(config.data, id_column=config.id_column, label=config.label, name=config.name,
                               require_label=True, weight_column=config.weight_column)
     # this party's own policy first: nothing is sent for a run it would not take part in
-    config.policy.check_params(config.name, config.protocol, config.params, _outputs(data, config), serving=False)
+    config.policy.check_params(config.name, config.protocol, config.params, _outputs(data, config), serving=False,
+                               config=str(config.path))
     check_tee(config, config.protocol)
     checkpoint = active_checkpoint_file(config.checkpoint_dir)
     recoveries = 0
@@ -96,7 +100,7 @@ def run_training(config: PartyConfig, *, transcript: Path | None = None,
                 result = _train_once(config, channel, data, transcript, on_tree, resume, run_id, audit, on_phase)
                 audit.write("trained", run_id=run_id, n_trees=result["n_trees"], metric=result["metric"],
                             value=result["value"], bytes_total=result["bytes_total"],
-                            queries=result["messages"])
+                            messages=result["messages"])
                 done = True
                 return result
             except PeerUnavailable as exc:
@@ -155,6 +159,8 @@ def _outputs(data: PartyData, config: PartyConfig) -> int:
 def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, transcript: Path | None,
                 on_tree: Callable[[TreeProgress], None] | None, resume: bool, run_id: str,
                 audit: AuditLog, on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+    # settings every party must share are compared before any id is exchanged
+    check_peer_settings(channel, config.protocol, config.options, str(config.path))
     started = time.perf_counter()
     rows, sizes = intersect_as_active(channel, data.ids, f"train.{run_id}")  # this run's own alignment
     audit.write("aligned", run_id=run_id, purpose="train", ids=data.n_rows, intersection=int(rows.size))
@@ -195,17 +201,19 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
     channel.request_all({p: Finish(config.protocol) for p in channel.parties})
     remove_checkpoint(active_checkpoint_file(config.checkpoint_dir))
     traffic = channel.traffic.to_dict()
-    return {
+    return training_report({
         "protocol": config.protocol, "objective": model.ensemble.objective, "n_samples": int(train.size),
         "n_test": int(test.size), "n_trees": len(model.ensemble.trees), "metric": model.ensemble.loss.metric,
         "value": value, "train_seconds": round(run.train_seconds, 4), "bytes_total": traffic["bytes_total"],
         "bytes": traffic["bytes"], "bytes_by_message": traffic["bytes_by_message"],
-        "messages": traffic["messages"], "psi": psi, "phases": run.phases, "transport": "grpc",
-        "tls": "INSECURE plaintext" if config.insecure else "mutual TLS",
-        **({"enclaves": run.enclaves} if run.enclaves else {}),
-        "model_files": [str(p) for p in written], "per_tree": run.to_dict()["per_tree"],
-    }
-
+        "messages": traffic["messages"],
+        # a passive party's column names stay with it
+        "parties": {"active": list(model.feature_names), **{f"passive-{p.index}": None for p in config.peers}},
+        "model_files": [str(p) for p in written], "transcript": None if transcript is None else str(transcript),
+        "phases": run.phases, "per_tree": run.to_dict()["per_tree"],
+        "psi": psi, "transport": "grpc", "tls": "INSECURE plaintext" if config.insecure else "mutual TLS",
+    }, params=params, run=run, best_round=model.ensemble.best_round,
+        protection=protection_report(config.protocol, config.options))
 
 def _margin(config: PartyConfig, channel: GrpcChannel, model, features: np.ndarray, dataset: str) -> np.ndarray:
     """Margins of rows whose passive columns the parties hold as ``dataset``: strict models

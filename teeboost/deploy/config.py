@@ -1,31 +1,12 @@
 """``party.toml``: everything one party needs to run on its own host, validated on load.
 
-    [party]    name, role ("active"|"passive"), index (passive), listen (passive), data,
-               id_column, label and weight_column (active), model_dir, checkpoint_dir (default model_dir/checkpoint),
-               active_party (passive: the certificate name of the only party it serves; "active")
-    [policy]   protocols (default: the TEE protocols only), max_trees, max_depth,
-               min_rows_per_node, max_runs_per_day, max_psi_ids_per_day,
-               max_prediction_rows_per_day, max_outputs, output_bits,
-               max_bits_per_row_per_day (see teeboost/policy.py; a passive party gets
-               SAFE_DEFAULTS for what it leaves out)
-    [audit]    log (JSON-lines audit log; default audit-<name>.jsonl beside the config)
-    [tls]      ca, cert, key   (or insecure = true: plaintext, testing only)
-    [[peers]]  name, index, address                       (active)
-    [training] protocol, test_size, and any BoostParams field  (active)
-    [protocol] any ProtocolOptions field (scheme, key_bits, aes_bits, onetee_bins_once, ...)
-    [tee]      platform (simulated platform key file), trusted_roots (hex Ed25519 keys),
-               identity (this party's identity key file), identities (every party's identity
-               public key in hex, by party index), allow_simulated (accept simulated enclaves)
-    [compute]  backend ("local" processes, the default, or "ray"), address ("auto",
-               "ray://host:10001", or "local" for a private instance), workers, shard_rows,
-               num_cpus, object_store_mb, max_retries (this party's own machines; never sent)
-    [network]  timeout, connect_timeout, max_message_mb (largest gRPC message either way, default
-               1024; a passive party reads a request's body only from the party it serves),
-               retries (resends while a peer is unreachable), recover_timeout (active: how long to
-               wait for a lost passive party to come back before resuming from the checkpoints;
-               0 = stop at once), max_recoveries
+Tables: [party], [tls], [[peers]] (active), [training] (active), [protocol], [tee],
+[attestation], [compute], [network], [policy], [audit]. Every key, its type, default and
+meaning is in ``teeboost.deploy.config_schema``, which this parser reads (kinds, defaults, the
+keys each table takes) and ``docs/configuration.md`` is generated from.
 
-Relative paths are relative to the config file. Errors name the file and the field.
+Relative paths are relative to the config file. Errors name the file and the field; a key in
+the wrong table names the table it belongs in.
 """
 
 from __future__ import annotations
@@ -45,6 +26,7 @@ from ..tee.identity import PartyIdentity
 from ..tee.simulated import SimulatedPlatform
 from ..transport.grpc_transport import DEFAULT_MAX_MESSAGE_BYTES, Peer
 from ..transport.tls import TlsFiles, party_name_ok
+from .config_schema import check_keys, key
 
 __all__ = ["PartyConfig", "load_config", "protocol_env"]
 
@@ -99,6 +81,13 @@ def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path
     return value
 
 
+def _value(raw: dict, table: str, name: str, path: Path, default: Any = ...):
+    """``[table] name`` with the kind and default the schema gives it (``default``: one
+    computed from other keys)."""
+    spec = key(table, name)
+    return _get(raw, name, spec.kind, table, spec.default if default is ... else default, path=path)
+
+
 def _hex_keys(table: dict, key: str, path: Path) -> tuple[bytes, ...]:
     values = table.get(key, [])
     try:
@@ -142,64 +131,59 @@ def load_config(path: str | Path) -> PartyConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     base = path.parent
+    check_keys(raw, path)  # every table and key is one the schema lists; a misplaced key names its table
     party = raw.get("party")
     if not isinstance(party, dict):
         raise ConfigError(f"{path}: needs a [party] table")
-    name = _get(party, "name", str, "party", path=path)
+    name = _value(party, "party", "name", path)
     if not party_name_ok(name):
         raise ConfigError(f"{path}: [party] name = {name!r} may use letters, digits, '-', '_' and '.' only")
-    role = _get(party, "role", str, "party", path=path)
+    role = _value(party, "party", "role", path)
     if role not in ("active", "passive"):
         raise ConfigError(f"{path}: [party] role = {role!r} must be 'active' or 'passive'")
     config = PartyConfig(
         path=path, name=name, role=role,
-        data=base / _get(party, "data", str, "party", path=path),
-        id_column=_get(party, "id_column", str, "party", path=path),
-        model_dir=base / _get(party, "model_dir", str, "party", f"model-{name}", path=path),
+        data=base / _value(party, "party", "data", path),
+        id_column=_value(party, "party", "id_column", path),
+        model_dir=base / _value(party, "party", "model_dir", path, default=f"model-{name}"),
     )
-    checkpoint_dir = _get(party, "checkpoint_dir", str, "party", None, path=path)
+    checkpoint_dir = _value(party, "party", "checkpoint_dir", path)
     config.checkpoint_dir = config.model_dir / "checkpoint" if checkpoint_dir is None else base / checkpoint_dir
     if role == "passive":
-        config.index = _get(party, "index", int, "party", path=path)
+        config.index = _value(party, "party", "index", path)
         if config.index < 1:
             raise ConfigError(f"{path}: [party] index = {config.index} must be >= 1")
-        config.listen = _get(party, "listen", str, "party", path=path)
-        config.active_party = _get(party, "active_party", str, "party", "active", path=path)
+        config.listen = _value(party, "party", "listen", path)
+        config.active_party = _value(party, "party", "active_party", path)
         if not party_name_ok(config.active_party):
             raise ConfigError(f"{path}: [party] active_party = {config.active_party!r} is not a party name")
     else:
-        config.label = _get(party, "label", str, "party", path=path)
-        config.weight_column = _get(party, "weight_column", str, "party", None, path=path)
+        config.label = _value(party, "party", "label", path)
+        config.weight_column = _value(party, "party", "weight_column", path)
     tls = raw.get("tls", {})
-    config.insecure = bool(_get(tls, "insecure", bool, "tls", False, path=path))
+    config.insecure = bool(_value(tls, "tls", "insecure", path))
     if not config.insecure:
-        config.tls = TlsFiles(*(base / _get(tls, k, str, "tls", path=path) for k in ("ca", "cert", "key")))
+        config.tls = TlsFiles(*(base / _value(tls, "tls", k, path) for k in ("ca", "cert", "key")))
     if role == "active":
         peers = raw.get("peers")
         if not isinstance(peers, list) or not peers:
             raise ConfigError(f"{path}: the active party needs at least one [[peers]] entry")
         for entry in peers:
-            config.peers.append(Peer(_get(entry, "index", int, "peers", path=path),
-                                     _get(entry, "name", str, "peers", path=path),
-                                     _get(entry, "address", str, "peers", path=path)))
+            config.peers.append(Peer(_value(entry, "peers", "index", path),
+                                     _value(entry, "peers", "name", path),
+                                     _value(entry, "peers", "address", path)))
         indices = [p.index for p in config.peers]
         if sorted(indices) != list(range(1, len(indices) + 1)):
             raise ConfigError(f"{path}: [[peers]] indices must be 1..{len(indices)}, got {indices}")
         training = dict(raw.get("training", {}))
-        config.protocol = _get(training, "protocol", str, "training", "plain", path=path)
-        config.test_size = _get(training, "test_size", float, "training", 0.3, path=path)
+        config.protocol = _value(training, "training", "protocol", path)
+        config.test_size = _value(training, "training", "test_size", path)
         known = {f.name for f in fields(BoostParams)} | set(PARAM_ALIASES)
-        unknown = set(training) - known - {"protocol", "test_size"}
-        if unknown:
-            raise ConfigError(f"{path}: [training] has unknown field(s) {', '.join(sorted(unknown))}")
         try:
             config.params = BoostParams.from_user(**{k: v for k, v in training.items() if k in known})
         except (ConfigError, TypeError) as exc:
             raise ConfigError(f"{path}: [training] {exc}") from None
     protocol = dict(raw.get("protocol", {}))
-    unknown = set(protocol) - {f.name for f in fields(ProtocolOptions)}
-    if unknown:
-        raise ConfigError(f"{path}: [protocol] has unknown field(s) {', '.join(sorted(unknown))}")
     try:
         config.options = ProtocolOptions(**protocol)
     except (ConfigError, TypeError) as exc:
@@ -207,16 +191,13 @@ def load_config(path: str | Path) -> PartyConfig:
     config.compute = ComputeOptions.from_table(raw.get("compute", {}), f"{path}: [compute]")
     tee = raw.get("tee", {})
     if "platform" in tee:
-        config.platform = base / _get(tee, "platform", str, "tee", path=path)
-    unknown = set(tee) - {"platform", "trusted_roots", "identity", "identities", "allow_simulated"}
-    if unknown:
-        raise ConfigError(f"{path}: [tee] has unknown field(s) {', '.join(sorted(unknown))}")
+        config.platform = base / _value(tee, "tee", "platform", path)
     config.trusted_roots = _hex_keys(tee, "trusted_roots", path)
     config.identities = _hex_keys(tee, "identities", path)
     if "identity" in tee:
-        config.identity = base / _get(tee, "identity", str, "tee", path=path)
+        config.identity = base / _value(tee, "tee", "identity", path)
     if "allow_simulated" in tee:
-        allow = _get(tee, "allow_simulated", bool, "tee", path=path)
+        allow = _value(tee, "tee", "allow_simulated", path)
         config.options = replace(config.options, allow_simulated_tee=allow)
     attestation = raw.get("attestation")
     if attestation is not None:
@@ -232,21 +213,18 @@ def load_config(path: str | Path) -> PartyConfig:
             raise ConfigError(f"{path}: {exc}") from None
         attestation = dict(attestation)
         if "collateral" in attestation:
-            attestation["collateral"] = str(base / _get(attestation, "collateral", str, "attestation", path=path))
+            attestation["collateral"] = str(base / _value(attestation, "attestation", "collateral", path))
         config.attestation = attestation
     config.policy = Policy.from_table(raw.get("policy"), str(path), role)
     audit = raw.get("audit", {})
-    if not isinstance(audit, dict) or set(audit) - {"log"}:
-        raise ConfigError(f"{path}: [audit] takes one field, log (the audit log file)")
-    config.audit_log = base / _get(audit, "log", str, "audit", f"audit-{name}.jsonl", path=path)
+    config.audit_log = base / _value(audit, "audit", "log", path, default=f"audit-{name}.jsonl")
     network = raw.get("network", {})
-    config.timeout = _get(network, "timeout", float, "network", 600.0, path=path)
-    config.connect_timeout = _get(network, "connect_timeout", float, "network", 30.0, path=path)
-    config.max_message_bytes = int(_get(network, "max_message_mb", float, "network",
-                                         DEFAULT_MAX_MESSAGE_BYTES / 2**20, path=path) * 2**20)
-    config.retries = _get(network, "retries", int, "network", 3, path=path)
-    config.recover_timeout = _get(network, "recover_timeout", float, "network", 120.0, path=path)
-    config.max_recoveries = _get(network, "max_recoveries", int, "network", 3, path=path)
+    config.timeout = _value(network, "network", "timeout", path)
+    config.connect_timeout = _value(network, "network", "connect_timeout", path)
+    config.max_message_bytes = int(_value(network, "network", "max_message_mb", path) * 2**20)
+    config.retries = _value(network, "network", "retries", path)
+    config.recover_timeout = _value(network, "network", "recover_timeout", path)
+    config.max_recoveries = _value(network, "network", "max_recoveries", path)
     for key in ("timeout", "connect_timeout", "max_message_bytes", "retries", "recover_timeout", "max_recoveries"):
         if getattr(config, key) < 0 or (key in ("timeout", "connect_timeout", "max_message_bytes")
                                         and getattr(config, key) == 0):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..transport.serde import array_field, message
 
-__all__ = ["Setup", "Finish", "Abandon", "PredictData", "Shutdown", "TeeProfile"]
+__all__ = ["Setup", "Finish", "Abandon", "PredictData", "Shutdown", "TeeProfile", "ProtocolSettings"]
 
 
 @message
@@ -80,3 +80,13 @@ class TeeProfile:
     hardware: bool  # checks quotes with [attestation] (DCAP) instead of trusted_roots
     trusted_roots: np.ndarray = array_field("uint8", 2)
     identities: np.ndarray = array_field("uint8", 2)
+
+
+@message
+@dataclass(frozen=True)
+class ProtocolSettings:
+    """The active party's ``[protocol]`` settings every party of a run must share, sent before
+    any alignment so a mismatch is named before ids are exchanged (``deploy.protocol_check``)."""
+
+    protocol: str
+    scheme: str

@@ -51,7 +51,8 @@ from ..policy import DAY_SECONDS, PolicyRefused
 from teeboost.protocols.env import ProtocolEnv
 from ..transport.grpc_transport import PartyServer
 from .config import PartyConfig, protocol_env
-from .messages import Abandon, Finish, PredictData, Setup, Shutdown, TeeProfile
+from .messages import Abandon, Finish, PredictData, ProtocolSettings, Setup, Shutdown, TeeProfile
+from .protocol_check import compare_settings
 from .prediction_sessions import MAX_PREDICTION_SESSIONS, RUN_ID_PATTERN, PredictionSessions
 from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile, uses_enclaves
 
@@ -220,6 +221,9 @@ class PassiveService(PredictionSessions):
             return self._setup(msg)
         if isinstance(msg, TeeProfile):
             return self._compare_tee(msg)
+        if isinstance(msg, ProtocolSettings):  # before alignment: settings every party must share
+            compare_settings(msg, self.config.options, self.config.name)
+            return Ack()
         if isinstance(msg, Finish):
             return self._finish()
         if isinstance(msg, PredictData):

@@ -255,7 +255,7 @@ class SecureBoostPassive(PassiveScoring):
     def _set_key(self, msg: PublicKeyMessage):
         if msg.scheme != self.options.scheme:
             raise ProtocolError(f"the active party uses scheme {msg.scheme!r}; this party is set to "
-                                f"{self.options.scheme!r}")
+                                f"{self.options.scheme!r}: every party must set the same [protocol] scheme")
         try:
             numbers = {name: int(value, 16) for name, value in json.loads(msg.numbers).items()}
         except (ValueError, TypeError, AttributeError):
