@@ -1,6 +1,8 @@
 """``party.toml``: everything one party needs to run on its own host, validated on load.
 
-    [party]    name, role ("active"|"passive"), index (passive), listen (passive), data,
+    [party]    name, role ("active"|"passive"), index (passive), listen (passive), data (a CSV or
+               Parquet file, or a SQL source "URL#table=T"; docs/data.md), decimal and thousands
+               (how its numbers are written, e.g. decimal = ","),
                id_column, label and weight_column (active), model_dir, checkpoint_dir (default model_dir/checkpoint),
                active_party (passive: the certificate name of the only party it serves; "active")
     [policy]   protocols (default: the TEE protocols only), max_trees, max_depth,
@@ -37,6 +39,8 @@ from typing import Any
 
 from ..compute import ComputeOptions
 from ..config import PARAM_ALIASES, BoostParams, ProtocolOptions
+from ..data_sources import DataSource
+from ..number_format import NumberFormat
 from ..errors import ConfigError
 from ..federation import set_compute
 from ..policy import Policy
@@ -54,7 +58,7 @@ class PartyConfig:
     path: Path
     name: str
     role: str
-    data: Path
+    data: Path | DataSource  # a file, or a SQL source (docs/data.md)
     id_column: str
     model_dir: Path
     checkpoint_dir: Path | None = None
@@ -84,6 +88,7 @@ class PartyConfig:
     audit_log: Path | None = None
     active_party: str = "active"
     compute: ComputeOptions = field(default_factory=ComputeOptions)
+    number_format: NumberFormat = field(default_factory=NumberFormat)  # [party] decimal, thousands
 
 
 def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path | None = None):
@@ -133,6 +138,26 @@ def hardware_verifier(table: dict):
     return DcapQuoteVerifier(policy, collateral, pccs_url=table.get("pccs_url"))
 
 
+def _data_source(text: str, base: Path, path: Path) -> Path | DataSource:
+    """``[party] data``: a file relative to the config, or a SQL source."""
+    from ..errors import DataError
+
+    try:
+        source = DataSource.parse(text, base)
+    except DataError as exc:
+        raise ConfigError(f"{path}: [party] data: {exc}") from None
+    return source.path if source.is_file else source
+
+
+def _number_format(party: dict, path: Path) -> NumberFormat:
+    """``[party] decimal`` and ``thousands``: how the party's numbers written as text look."""
+    try:
+        return NumberFormat.of(_get(party, "decimal", str, "party", ".", path=path),
+                               _get(party, "thousands", str, "party", None, path=path))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: [party] {exc}") from None
+
+
 def load_config(path: str | Path) -> PartyConfig:
     path = Path(path)
     try:
@@ -153,10 +178,11 @@ def load_config(path: str | Path) -> PartyConfig:
         raise ConfigError(f"{path}: [party] role = {role!r} must be 'active' or 'passive'")
     config = PartyConfig(
         path=path, name=name, role=role,
-        data=base / _get(party, "data", str, "party", path=path),
+        data=_data_source(_get(party, "data", str, "party", path=path), base, path),
         id_column=_get(party, "id_column", str, "party", path=path),
         model_dir=base / _get(party, "model_dir", str, "party", f"model-{name}", path=path),
     )
+    config.number_format = _number_format(party, path)
     checkpoint_dir = _get(party, "checkpoint_dir", str, "party", None, path=path)
     config.checkpoint_dir = config.model_dir / "checkpoint" if checkpoint_dir is None else base / checkpoint_dir
     if role == "passive":
