@@ -128,6 +128,9 @@ class BoostParams:
     scale_pos_weight: float = 1.0  # weight of positive rows (binary), on top of sample weights
     # held-out metrics reported per round (XGBoost's names); early stopping watches the last
     eval_metric: tuple[str, ...] | None = None
+    # binary: the label value that is class 1, whose probability the model gives (None: the
+    # larger of the two values, e.g. 1 of 0/1, or "yes" of "no"/"yes")
+    positive_class: str | None = None
 
     def __post_init__(self) -> None:
         objective = OBJECTIVE_ALIASES.get(self.objective, self.objective)
@@ -162,6 +165,12 @@ class BoostParams:
             raise ConfigError(f"scale_pos_weight={self.scale_pos_weight} applies to binary classification only, "
                               f"not objective={objective!r}")
         object.__setattr__(self, "eval_metric", self._metrics(self.eval_metric))
+        if self.positive_class is not None:
+            if isinstance(self.positive_class, bool) or not isinstance(self.positive_class, (str, int, float)):
+                raise ConfigError(f"positive_class={self.positive_class!r} must be a label value")
+            if objective not in (None, "binary"):
+                raise ConfigError(f"positive_class applies to binary classification only, not objective={objective!r}")
+            object.__setattr__(self, "positive_class", str(self.positive_class))
         if self.reg_lambda == 0 and self.min_child_weight == 0:
             raise ConfigError(
                 "reg_lambda=0 together with min_child_weight=0 allows leaves with zero "

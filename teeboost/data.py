@@ -20,15 +20,20 @@ import pandas as pd
 from .categories import CategoricalColumn, Vocabulary, check_vocabulary_size
 from .config import DataWarning
 from .errors import DataError
+from .number_format import NumberFormat, apply_number_format, misread_numbers
 
 __all__ = ["PartyData", "DataWarning", "read_csv", "check_weights", "split_columns"]
 
 
 def read_csv(path: str | Path, *, id_column: str | None = None, sep: str | None = None,
-             text_columns: list[str] | tuple[str, ...] = ()) -> pd.DataFrame:
+             text_columns: list[str] | tuple[str, ...] = (),
+             number_format: NumberFormat = NumberFormat()) -> pd.DataFrame:
     """Read a CSV with ``NA``/empty as missing; ids (and ``text_columns``: a model's categorical
     features, whose '01' must not become 1) are kept as text. Without ``sep`` the delimiter
-    (comma, semicolon, tab or pipe) is sniffed from the first lines."""
+    (comma, semicolon, tab or pipe) is sniffed from the first lines. With a ``number_format``
+    (decimal comma, thousands separator) every other column is read as text first and taken
+    as numbers only where every value is written that way: pandas' own ``thousands`` would
+    read "1.5" as 15."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
@@ -36,7 +41,8 @@ def read_csv(path: str | Path, *, id_column: str | None = None, sep: str | None 
         sep = sniff_separator(path)
     try:
         text = {name: str for name in [*([id_column] if id_column else []), *text_columns]}
-        frame = pd.read_csv(path, sep=sep, dtype=text or None, keep_default_na=True)
+        frame = pd.read_csv(path, sep=sep, dtype=str if not number_format.plain else text or None,
+                            keep_default_na=True)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -48,6 +54,13 @@ def read_csv(path: str | Path, *, id_column: str | None = None, sep: str | None 
             if other in str(only):
                 raise DataError(f"{path}: one column {str(only)[:60]!r} was read; the file seems separated by "
                                 f"{other!r}: give --sep {other!r}")
+    if not number_format.plain:
+        frame = apply_number_format(frame, number_format, set(text))
+        for name in frame.columns:  # plain numbers (a label of 0 and 1) as pandas would have read them
+            if name not in text and not pd.api.types.is_numeric_dtype(frame[name]):
+                numbers = pd.to_numeric(frame[name], errors="coerce")
+                if numbers.notna().sum() == frame[name].notna().sum():
+                    frame[name] = numbers
     return frame
 
 
@@ -150,6 +163,14 @@ def _read_column(column: pd.Series, source: str, categorical: bool) -> np.ndarra
     if not bad.any():
         values = pd.to_numeric(column.where(present & (column.astype(str).str.strip() != "")), errors="coerce")
         return _infinite_check(values.to_numpy(dtype=np.float64, na_value=np.nan), column, source)
+    misread = misread_numbers(text)
+    if misread is not None:  # never silently categories: say which option reads them
+        example, formats = misread
+        written = ", or with ".join(f.describe() for f in formats[:2])
+        options = ", or ".join(f.options() for f in formats[:2])
+        raise DataError(f"{source}: column {name!r} holds numbers written with {written} (e.g. {example!r}), "
+                        f"which would be read as text categories: give {options}; if they are categories, declare "
+                        f"the column categorical (--categorical {name}, categorical=[{name!r}])")
     if _looks_like_dates(text):
         example = text[bad].iloc[0]
         raise DataError(f"{source}: column {name!r} holds dates (e.g. {example!r}); convert it to a number "

@@ -272,7 +272,7 @@ def train_active(
     active, valid_active = training_columns(active, None if validation is None else validation[0])
     if validation is not None:
         validation = (valid_active, validation[1])
-    y, classes, objective_name = encode_labels(active, params.objective)
+    y, classes, objective_name = encode_labels(active, params.objective, params.positive_class)
     objective = make_objective(objective_name, len(classes) if classes else 2, delta_step=params.delta_step)
     row_weights(params, objective_name, y, None)  # scale_pos_weight of a non-binary run is refused here
     params.metrics_for(objective_name)  # and eval_metric that does not score the inferred objective
@@ -455,7 +455,7 @@ def train_local(
         set_compute(env, settings)
     active, passives = match_rows(active, passives)
     check_distinct_feature_names([active, *passives])
-    y, _, objective_name = encode_labels(active, params.objective)  # label problems surface before any party starts
+    y, _, objective_name = encode_labels(active, params.objective, params.positive_class)  # label problems surface before any party starts
     row_weights(params, objective_name, y, None)
     active, *passives = drop_unusable_columns([active, *passives])
     if validation is not None:

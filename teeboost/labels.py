@@ -22,7 +22,10 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def encode_labels(party: PartyData, objective: str | None) -> tuple[np.ndarray, list | None, str]:
+def encode_labels(party: PartyData, objective: str | None,
+                  positive_class: str | None = None) -> tuple[np.ndarray, list | None, str]:
+    """Targets, classes (class k is code k) and the objective. ``positive_class``: the label
+    value that is class 1 of a binary task (default: the larger of the two)."""
     labels = party.labels
     if labels is None:
         raise DataError(f"{party.source}: the active party has no label column")
@@ -46,9 +49,25 @@ def encode_labels(party: PartyData, objective: str | None) -> tuple[np.ndarray, 
         raise DataError(
             f"{party.source}: objective 'binary' needs 2 label values in {column!r}, found {distinct.size}"
         )
+    if positive_class is not None:
+        return _with_positive(party, labels, distinct, objective, str(positive_class))
     classes = [_plain(v) for v in distinct]
     y = np.searchsorted(distinct, labels).astype(np.float64)
     return y, classes, objective
+
+
+def _with_positive(party: PartyData, labels: np.ndarray, distinct: np.ndarray, objective: str,
+                   positive: str) -> tuple[np.ndarray, list, str]:
+    column = party.label_name
+    if objective != "binary":
+        raise DataError(f"{party.source}: --positive-class {positive} applies to binary classification, but label "
+                        f"column {column!r} has {distinct.size} values (objective {objective!r})")
+    match = [v for v in distinct if str(_plain(v)) == positive or str(v) == positive]
+    if not match:
+        raise DataError(f"{party.source}: --positive-class {positive!r} is not a value of label column {column!r} "
+                        f"(its values: {', '.join(repr(_plain(v)) for v in distinct)})")
+    other = next(v for v in distinct if v != match[0])
+    return (labels == match[0]).astype(np.float64), [_plain(other), _plain(match[0])], objective
 
 
 def check_counts(party: PartyData, labels: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import attack, audit, bench, certs, disclosure, explain, party, tee, train
+from . import attack, audit, bench, certs, disclosure, explain, party, predict, tee, train
 from .common import _DefaultsHelpFormatter, _version
 
 
@@ -19,7 +19,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="print teeboost's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     train.add_train(sub)
-    train.add_predict(sub)
+    predict.add_predict(sub)
     party.add_demo(sub)
     party.add_example_data(sub)
     attack.add_attack(sub)

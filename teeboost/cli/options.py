@@ -24,24 +24,22 @@ if TYPE_CHECKING:
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data (default: the bundled Give Me Some Credit sample and its default split)")
-    data.add_argument("--data", type=Path, help="one CSV with every party's columns (a Give Me Some Credit file such as Kaggle's cs-training.csv needs nothing else)")
+    data.add_argument("--data", metavar="SOURCE",
+                      help="one CSV or Parquet file (or SQL URL#table=T) with every party's columns (a Give Me Some "
+                           "Credit file such as Kaggle's cs-training.csv needs nothing else); sources: docs/data.md")
     data.add_argument("--label", help="label column (held by the active party)")
     data.add_argument("--weight-column", metavar="COLUMN",
                       help="column of per-row sample weights (held by the active party, not a feature); weights "
                            "scale the gradients before they are encrypted, masked or sealed")
     data.add_argument("--passive-columns", action="append", metavar="A,B,...",
                       help="columns of one passive party; repeat for more passive parties")
-    data.add_argument("--active-data", type=Path, help="the active party's own CSV (with --passive-data)")
-    data.add_argument("--passive-data", type=Path, action="append", metavar="FILE",
-                      help="one passive party's CSV; repeat for more passive parties")
-    data.add_argument("--id", dest="id_column", help="row id column present in every party's data")
+    _add_party_sources(data)
     data.add_argument("--align", choices=ALIGN_MODES, default="auto",
                       help="how rows of the parties' files are matched: by id (the same ids everywhere), intersect "
                            "(the ids every party holds; the count is printed), position (row i is the same customer "
                            "in every file); auto: by id when there are id columns, intersecting when the id sets "
                            "differ, else by position unless two files share a column name")
-    data.add_argument("--sep", help="column separator of the CSV files (default: sniffed from the first lines: "
-                                    "comma, semicolon, tab or pipe)")
+    _add_number_options(data)
     data.add_argument("--categorical", action="append", metavar="A,B,...",
                       help="columns to treat as categories even though they hold numbers (e.g. codes); "
                            "text columns are categorical anyway")
@@ -79,6 +77,9 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
                        default=None, metavar="M1,M2",
                        help=f"validation metrics per round ({', '.join(METRICS)}); early stopping watches the "
                             "last (default: auc, accuracy, rmse or poisson-nloglik by objective)")
+    train.add_argument("--positive-class", metavar="VALUE",
+                       help="binary classification: the label value that is class 1 (its probability is predicted; "
+                            "default: the larger value, e.g. 1 of 0/1)")
     train.add_argument("--min-samples-leaf", type=int, default=defaults.min_samples_leaf,
                        help="fewest rows a leaf may hold")
     train.add_argument("--max-bin", type=int, default=defaults.max_bin,
@@ -138,6 +139,44 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
+def _add_party_sources(group) -> None:
+    """Each party's own source and id column (``train`` and ``predict`` alike)."""
+    group.add_argument("--active-data", metavar="SOURCE",
+                       help="the active party's own CSV, Parquet file or SQL URL#table=T (with --passive-data)")
+    group.add_argument("--passive-data", action="append", metavar="SOURCE",
+                       help="one passive party's CSV, Parquet file or SQL URL#table=T; repeat for more passive parties")
+    group.add_argument("--id", dest="id_column", help="row id column of every party's data (unless named per party)")
+    group.add_argument("--active-id", metavar="COLUMN", help="the active party's id column, when it has its own name")
+    group.add_argument("--passive-id", action="append", metavar="COLUMN",
+                       help="a passive party's id column, one per --passive-data in the same order")
+
+
+def _add_number_options(group) -> None:
+    group.add_argument("--sep", help="column separator of the CSV files (default: sniffed from the first lines: "
+                                     "comma, semicolon, tab or pipe)")
+    group.add_argument("--decimal", choices=(".", ","), default=".",
+                       help="decimal mark of numbers written as text (102,0 needs --decimal ,); without it such "
+                            "columns are refused, never read as categories")
+    group.add_argument("--thousands", metavar="CHAR",
+                       help="thousands separator of numbers written as text (1.234,5 needs --decimal , --thousands .)")
+
+
+def _number_format(args: argparse.Namespace):
+    from ..number_format import NumberFormat
+
+    return NumberFormat.of(args.decimal, args.thousands)
+
+
+def _id_columns(args: argparse.Namespace, n_passive: int) -> tuple[str | None, list[str | None]]:
+    """The active party's id column and each passive party's (``--active-id``/``--passive-id``,
+    else ``--id``)."""
+    named = args.passive_id or []
+    if named and len(named) != n_passive:
+        raise DataError(f"--passive-id was given {len(named)} time(s) for {n_passive} --passive-data source(s): "
+                        "give one per passive party, in the same order")
+    return args.active_id or args.id_column, [named[i] if named else args.id_column for i in range(n_passive)]
+
+
 def _add_compute_options(parser: argparse.ArgumentParser) -> None:
     compute = parser.add_argument_group("compute (where the parties' heavy loops run; docs/scaling.md)")
     compute.add_argument("--compute", choices=("local", "ray"), default="local",
@@ -159,6 +198,7 @@ def _params(args: argparse.Namespace) -> BoostParams:
         early_stopping_rounds=args.early_stopping_rounds, category_subsets=args.category_subsets,
         reg_alpha=args.reg_alpha, max_delta_step=args.max_delta_step, colsample_bytree=args.colsample_bytree,
         scale_pos_weight=args.scale_pos_weight, eval_metric=args.eval_metric,
+        positive_class=args.positive_class,
     )
 
 
@@ -188,25 +228,31 @@ def _split_names(values: list[str] | None) -> list[str]:
 
 
 def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]:
-    from ..data import PartyData, read_csv, split_columns
+    from ..data import PartyData, split_columns
+    from ..data_sources import DataSource, read_source
     from ..datasets import (GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE,
                             bundled_path, load_give_me_some_credit)
 
+    number_format = _number_format(args)
     if args.active_data or args.passive_data:
         if args.data or args.passive_columns:
             raise DataError("give either --data with --passive-columns, or --active-data with --passive-data")
         if not (args.active_data and args.passive_data and args.label):
             raise DataError("--active-data needs --label and at least one --passive-data")
-        active_frame = read_csv(args.active_data, id_column=args.id_column, sep=args.sep)
-        active = PartyData.from_frame(active_frame, id_column=args.id_column, label=args.label, name="active",
-                                      source=str(args.active_data), require_label=True,
+        active_id, passive_ids = _id_columns(args, len(args.passive_data))
+        args.id_column = active_id  # the name the model keeps for prediction
+        source = DataSource.parse(args.active_data)
+        active_frame = read_source(source, id_column=active_id, sep=args.sep, number_format=number_format)
+        active = PartyData.from_frame(active_frame, id_column=active_id, label=args.label, name="active",
+                                      source=str(source), require_label=True,
                                       categorical=_categorical_in(args, active_frame),
                                       weight_column=args.weight_column)
         passives = []
-        for i, path in enumerate(args.passive_data, start=1):
-            frame = read_csv(path, id_column=args.id_column, sep=args.sep)
-            passives.append(PartyData.from_frame(frame, id_column=args.id_column, name=f"passive-{i}",
-                                                 source=str(path), categorical=_categorical_in(args, frame)))
+        for i, (spec, id_column) in enumerate(zip(args.passive_data, passive_ids), start=1):
+            source = DataSource.parse(spec)
+            frame = read_source(source, id_column=id_column, sep=args.sep, number_format=number_format)
+            passives.append(PartyData.from_frame(frame, id_column=id_column, name=f"passive-{i}",
+                                                 source=str(source), categorical=_categorical_in(args, frame)))
         return active, passives
     if args.data is None:
         if args.label or args.passive_columns:
@@ -223,7 +269,7 @@ def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]
                              id_column=args.id_column, source=str(args.data), weight_column=args.weight_column)
     if not args.label or not args.passive_columns:
         raise DataError("--data needs --label and at least one --passive-columns A,B,...")
-    frame = read_csv(args.data, id_column=args.id_column, sep=args.sep)
+    frame = read_source(args.data, id_column=args.id_column, sep=args.sep, number_format=number_format)
     groups = [[c.strip() for c in spec.split(",") if c.strip()] for spec in args.passive_columns]
     return split_columns(frame, groups, label=args.label, id_column=args.id_column, source=str(args.data),
                          categorical=_categorical_in(args, frame), weight_column=args.weight_column)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from .common import DEFAULT_MODEL_DIR, _print_report, _Progress
+from .common import _print_report, _Progress
 from .options import _add_compute_options, _add_training_options, _compute, _load_parties, _options, _params
 
 
@@ -20,21 +20,6 @@ def add_train(sub) -> None:
     _add_training_options(train)
     _add_compute_options(train)
     train.set_defaults(func=_cmd_train)
-
-
-def add_predict(sub) -> None:
-    predict = sub.add_parser("predict", help="predict with a saved model (one prediction per input row)")
-    predict.add_argument("--model-dir", type=Path,
-                         help=f"a locally trained model (all parties' files; default: {DEFAULT_MODEL_DIR}, where "
-                              "train writes it)")
-    predict.add_argument("--config", type=Path, help="the active party's config: predict with parties online")
-    predict.add_argument("--data", type=Path, required=True, help="CSV with every party's columns")
-    predict.add_argument("--sep", help="column separator of the CSV (default: sniffed: comma, semicolon, tab or pipe)")
-    predict.add_argument("--output", type=Path, required=True, help="CSV to write")
-    predict.add_argument("--allow-simulated-tee", action="store_true",
-                         help="strict models: route between simulated enclaves (no hardware protection)")
-    predict.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    predict.set_defaults(func=_cmd_predict)
 
 
 def _run_training(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,68 +125,4 @@ def _cmd_train(args: argparse.Namespace) -> int:
     else:
         _print_report(report)
         _print_early_stopping(report)
-    return 0
-
-
-def _cmd_predict(args: argparse.Namespace) -> int:
-    if args.config is not None:
-        from ..deploy.active import run_prediction
-        from ..deploy.config import load_config
-
-        summary = run_prediction(load_config(args.config), args.data, args.output, sep=args.sep)
-        print(json.dumps(summary) if args.json else
-              f"wrote {summary['rows']} predictions to {summary['output']} "
-              f"({summary['bytes_total']:,} bytes of routing questions on the wire)")
-        return 0
-    if args.model_dir is None:
-        args.model_dir = DEFAULT_MODEL_DIR
-        if not args.model_dir.exists():
-            raise DataError(f"no model in {args.model_dir}, where 'teeboost train' writes one by default: train "
-                            "first, or give --model-dir (a local model) or --config (the active party's config, "
-                            "parties online)")
-    import numpy as np
-    import pandas as pd
-
-    from ..config import ProtocolOptions
-    from ..data import PartyData, read_csv
-    from ..estimator import party_features
-    from ..federation import FederatedModel
-
-    model = FederatedModel.load(args.model_dir, ProtocolOptions(allow_simulated_tee=args.allow_simulated_tee))
-    id_column = model.active.id_column
-    frame = read_csv(args.data, id_column=id_column, sep=args.sep, text_columns=[name for m in [model.active, *model.passives]
-                                                                  for name in m.vocabularies])
-    if id_column is not None and id_column not in frame.columns:
-        id_column = None
-    source = str(args.data)
-    drop = [c for c in (model.active.label,) if c is not None and c in frame.columns]
-    features = frame.drop(columns=drop)
-    active = PartyData.from_frame(features[[c for c in features.columns if c in model.active.feature_names or c == id_column]],
-                                  id_column=id_column, name="active", source=source)
-    passives = [PartyData.from_frame(features[[c for c in features.columns if c in m.feature_names or c == id_column]],
-                                     id_column=id_column, name=m.name, source=source)
-                for m in model.passives]
-    active_x, passive_x = party_features(model, active, passives)
-    margin, traffic = model.predict_margin(active_x, passive_x)
-    prediction = model.active.ensemble.loss.predict(margin)
-    out = pd.DataFrame()
-    if id_column is not None:
-        out[id_column] = frame[id_column].astype(str)
-    ensemble = model.active.ensemble
-    if ensemble.objective == "binary":
-        out[f"probability_{ensemble.classes[1]}"] = prediction
-        out["prediction"] = np.where(prediction >= 0.5, ensemble.classes[1], ensemble.classes[0])
-    elif ensemble.objective == "multiclass":
-        for k, label in enumerate(ensemble.classes):
-            out[f"probability_{label}"] = prediction[:, k]
-        out["prediction"] = np.asarray(ensemble.classes, dtype=object)[np.argmax(prediction, axis=1)]
-    else:
-        out["prediction"] = prediction
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.output.with_name(args.output.name + ".partial")
-    out.to_csv(tmp, index=False)
-    tmp.replace(args.output)
-    summary = {"rows": len(out), "output": str(args.output), "bytes_total": traffic["bytes_total"]}
-    print(json.dumps(summary) if args.json else
-          f"wrote {len(out)} predictions to {args.output} ({traffic['bytes_total']:,} bytes of routing questions)")
     return 0

@@ -27,7 +27,9 @@ from ..audit import AuditLog
 from ..core.boosting import TreeProgress
 from ..core.loss import make_objective
 from ..checkpoint import active_checkpoint_file, remove_checkpoint
-from ..data import PartyData, read_csv
+from ..data import PartyData
+from ..data_sources import DataSource, read_party, read_source
+from ..number_format import NumberFormat
 from ..errors import DataError, PeerUnavailable, TeeboostError
 from ..federation import train_active
 from ..labels import encode_labels, encode_with_classes
@@ -79,8 +81,8 @@ def peer_fingerprints(config: PartyConfig) -> dict[str, str]:
 def run_training(config: PartyConfig, *, transcript: Path | None = None,
                  on_tree: Callable[[TreeProgress], None] | None = None, resume: bool = False,
                  on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
-    data = PartyData.from_csv(config.data, id_column=config.id_column, label=config.label, name=config.name,
-                              require_label=True, weight_column=config.weight_column)
+    data = read_party(config.data, id_column=config.id_column, label=config.label, name=config.name,
+                      require_label=True, weight_column=config.weight_column, number_format=config.number_format)
     # this party's own policy first: nothing is sent for a run it would not take part in
     config.policy.check_params(config.name, config.protocol, config.params, _outputs(data, config), serving=False,
                                config=str(config.path))
@@ -152,7 +154,7 @@ def _rule_of(exc: Exception) -> str:
 
 
 def _outputs(data: PartyData, config: PartyConfig) -> int:
-    _, classes, objective = encode_labels(data, config.params.objective)
+    _, classes, objective = encode_labels(data, config.params.objective, config.params.positive_class)
     return make_objective(objective, len(classes) if classes else 2).n_outputs
 
 
@@ -225,9 +227,13 @@ def _margin(config: PartyConfig, channel: GrpcChannel, model, features: np.ndarr
     return model.ensemble.margin(features.shape[0], oracle)
 
 
-def run_prediction(config: PartyConfig, data_path: Path, output: Path, *, sep: str | None = None) -> dict[str, Any]:
+def run_prediction(config: PartyConfig, data_path: Path | str, output: Path, *, sep: str | None = None,
+                   number_format: NumberFormat | None = None) -> dict[str, Any]:
+    """``data_path``: the active party's new rows, a file or a SQL source (docs/data.md)."""
     model = load_active(config.model_dir / "active.json")
-    frame = read_csv(data_path, id_column=config.id_column, sep=sep, text_columns=list(model.vocabularies))
+    data_path = DataSource.parse(data_path)  # shown in messages without any password
+    frame = read_source(data_path, id_column=config.id_column, sep=sep, text_columns=list(model.vocabularies),
+                        number_format=config.number_format if number_format is None else number_format)
     if config.id_column not in frame.columns:
         raise DataError(f"{data_path}: id column {config.id_column!r} not found")
     columns = [config.id_column] + [c for c in model.feature_names]

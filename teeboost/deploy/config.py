@@ -18,6 +18,8 @@ from typing import Any
 
 from ..compute import ComputeOptions
 from ..config import PARAM_ALIASES, BoostParams, ProtocolOptions
+from ..data_sources import DataSource
+from ..number_format import NumberFormat
 from ..errors import ConfigError
 from ..federation import set_compute
 from ..policy import Policy
@@ -36,7 +38,7 @@ class PartyConfig:
     path: Path
     name: str
     role: str
-    data: Path
+    data: Path | DataSource  # a file, or a SQL source (docs/data.md)
     id_column: str
     model_dir: Path
     checkpoint_dir: Path | None = None
@@ -66,6 +68,7 @@ class PartyConfig:
     audit_log: Path | None = None
     active_party: str = "active"
     compute: ComputeOptions = field(default_factory=ComputeOptions)
+    number_format: NumberFormat = field(default_factory=NumberFormat)  # [party] decimal, thousands
 
 
 def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path | None = None):
@@ -122,6 +125,25 @@ def hardware_verifier(table: dict):
     return DcapQuoteVerifier(policy, collateral, pccs_url=table.get("pccs_url"))
 
 
+def _data_source(text: str, base: Path, path: Path) -> Path | DataSource:
+    """``[party] data``: a file relative to the config, or a SQL source."""
+    from ..errors import DataError
+
+    try:
+        source = DataSource.parse(text, base)
+    except DataError as exc:
+        raise ConfigError(f"{path}: [party] data: {exc}") from None
+    return source.path if source.is_file else source
+
+
+def _number_format(party: dict, path: Path) -> NumberFormat:
+    """``[party] decimal`` and ``thousands``: how the party's numbers written as text look."""
+    try:
+        return NumberFormat.of(_value(party, "party", "decimal", path), _value(party, "party", "thousands", path))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: [party] {exc}") from None
+
+
 def load_config(path: str | Path) -> PartyConfig:
     path = Path(path)
     try:
@@ -143,10 +165,11 @@ def load_config(path: str | Path) -> PartyConfig:
         raise ConfigError(f"{path}: [party] role = {role!r} must be 'active' or 'passive'")
     config = PartyConfig(
         path=path, name=name, role=role,
-        data=base / _value(party, "party", "data", path),
+        data=_data_source(_value(party, "party", "data", path), base, path),
         id_column=_value(party, "party", "id_column", path),
         model_dir=base / _value(party, "party", "model_dir", path, default=f"model-{name}"),
     )
+    config.number_format = _number_format(party, path)
     checkpoint_dir = _value(party, "party", "checkpoint_dir", path)
     config.checkpoint_dir = config.model_dir / "checkpoint" if checkpoint_dir is None else base / checkpoint_dir
     if role == "passive":

@@ -109,6 +109,8 @@ _TRAINING_DOCS = {
                                    "sample_weights)"),
     "eval_metric": ("string or list of strings", "held-out metrics by XGBoost's names; early stopping watches the "
                                                  "last; unset: the objective's default"),
+    "positive_class": ("string or number", "binary: which label value is class 1 (predictions give its "
+                                           "probability); unset: the larger of the two"),
 }
 
 _PROTOCOL_DOCS = {
@@ -178,7 +180,12 @@ TABLES: tuple[Table, ...] = (
     Table("party", "Who this party is and where its data lives.", (
         Key("name", "string", "this party's name; its certificate's name (letters, digits, '-', '_', '.')", kind=str),
         Key("role", "string", '"active" (holds the labels, drives the run) or "passive"', kind=str),
-        Key("data", "path", "this party's CSV file", kind=str),
+        Key("data", "path", "this party's data: a CSV or Parquet file, or a SQL source `URL#table=T` / "
+            "`URL#query=SELECT ...` (docs/data.md)", kind=str),
+        Key("decimal", "string", 'the decimal separator of numbers written as text in its data (e.g. ",")', ".",
+            kind=str),
+        Key("thousands", "string", "the thousands separator of numbers written as text (none by default)", None,
+            kind=str),
         Key("id_column", "string", "the column of row ids, matched across parties by PSI", kind=str),
         Key("model_dir", "path", "where this party saves its model file", kind=str,
             default_text='`"model-<name>"`'),

@@ -21,6 +21,7 @@ bookkeeping are ``teeboost.deploy.prediction_sessions``, a mixin of ``PassiveSer
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import signal
@@ -39,7 +40,8 @@ from ..audit import AuditLog
 from ..budget import RowLedger, SealedLedgerFile, ledger_path
 from ..checkpoint import passive_checkpoint_file, remove_checkpoint
 from ..config import BoostParams
-from ..data import PartyData, read_csv_header
+from ..data import PartyData
+from ..data_sources import read_party, source_columns
 from ..errors import (AttestationError, Busy, ConfigError, EnclaveError, IntegrityError, ProtocolError, Refused,
                       TeeboostError)
 from ..federation import build_passive
@@ -76,12 +78,13 @@ def _reason(exc: BaseException) -> str:
 
 
 def _ends_complete(path: Path, size: int) -> bool:
-    """A CSV file someone finished writing ends with a newline."""
+    """A CSV file someone finished writing ends with a newline; a Parquet file with its magic."""
     if size == 0:
         return False
+    parquet = path.suffix.lower() in (".parquet", ".pq")
     with path.open("rb") as handle:
-        handle.seek(size - 1)
-        return handle.read(1) in (b"\n", b"\r")
+        handle.seek(max(0, size - (4 if parquet else 1)))
+        return handle.read() == b"PAR1" if parquet else handle.read(1) in (b"\n", b"\r")
 
 
 class PassiveService(PredictionSessions):
@@ -126,6 +129,19 @@ class PassiveService(PredictionSessions):
         read before stays in use (replace the file atomically: write it under another name in
         the same directory, then rename it into place)."""
         path = self.config.data
+        if not isinstance(path, Path):  # a SQL source: read it again; a change of content is a reload
+            known = self._saved_categories()
+            data = read_party(path, id_column=self.config.id_column, name=self.config.name,
+                              categorical=[c for c in known if c in source_columns(path)],
+                              number_format=self.config.number_format)
+            digest = ("\x00".join(map(str, data.ids)).encode() if data.ids is not None else b"", data.features.tobytes())
+            source = hashlib.sha256(b"".join(digest)).hexdigest()
+            if source != self._source:
+                self.data, self.psi = data, PsiPassive(data.ids)
+                if self._source is not None:
+                    self.audit.write("reload", data=str(path), rows=self.data.n_rows)
+                self._source = source
+            return
         try:
             stat = path.stat()
         except FileNotFoundError:
@@ -136,8 +152,9 @@ class PassiveService(PredictionSessions):
         if not _ends_complete(path, stat.st_size):
             return self._defer_reload(f"{path} does not end with a newline: it looks half-written")
         known = self._saved_categories()
-        data = PartyData.from_csv(path, id_column=self.config.id_column, name=self.config.name,
-                                  categorical=[c for c in known if c in read_csv_header(path)])
+        data = read_party(path, id_column=self.config.id_column, name=self.config.name,
+                          categorical=[c for c in known if c in source_columns(path)],
+                          number_format=self.config.number_format)
         after = path.stat()
         if (after.st_mtime_ns, after.st_size) != source:
             return self._defer_reload(f"{path} changed while it was read")
