@@ -43,9 +43,16 @@ def bundled_path() -> Path:
 
 
 def load_give_me_some_credit(path: str | Path | None = None) -> pd.DataFrame:
-    """Bundled sample (or the Kaggle file at ``path``) with its unnamed index column as ``id``."""
-    source = Path(path) if path is not None else bundled_path()
-    frame = read_csv(source)
+    """Bundled sample (or the Kaggle file at ``path``: CSV, Parquet or a SQL source, as
+    ``teeboost.data_sources`` reads them) with its unnamed index column as ``id``."""
+    if path is None:
+        source = bundled_path()
+        frame = read_csv(source)
+    else:
+        from ..data_sources import read_source
+
+        source = path
+        frame = read_source(path)
     first = str(frame.columns[0])
     if first.startswith("Unnamed") or first == "":
         frame = frame.rename(columns={frame.columns[0]: GIVE_ME_SOME_CREDIT_ID})
