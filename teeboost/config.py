@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
 
 __all__ = ["BoostParams", "ProtocolOptions", "OBJECTIVES", "OBJECTIVE_ALIASES", "PARAM_ALIASES", "METRICS",
-           "MAX_BIN_LIMIT", "ALIGN_MODES", "IMPORTANCE_TYPES", "DataWarning"]
+           "MAX_BIN_LIMIT", "ALIGN_MODES", "IMPORTANCE_TYPES", "DataWarning", "user_stacklevel"]
 
 OBJECTIVES = ("binary", "multiclass", "regression", "poisson")
 
@@ -64,6 +65,17 @@ IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 
 class DataWarning(UserWarning):
     """Something in the data was adjusted (columns dropped, rows left out); training goes on."""
+
+
+def user_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel that names the first frame outside teeboost, for the
+    function that calls this: a warning points at the user's line (``fit``, ``predict``),
+    whatever path through the library led to it, never at teeboost's own code. Frames are
+    told apart by module name (enclaves load this module without a ``__file__``)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "teeboost":
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .categories import CategoricalColumn, Vocabulary, check_vocabulary_size
-from .config import DataWarning
+from .config import DataWarning, user_stacklevel
 from .errors import DataError
 from .number_format import NumberFormat, apply_number_format, misread_numbers
 
@@ -123,7 +123,7 @@ def _warn_if_mostly_unknown(party: "PartyData", name: str, column: CategoricalCo
     if present.sum() >= 5 and unknown.sum() > present.sum() / 2:
         warnings.warn(f"{party.source}: {int(unknown.sum())} of {int(present.sum())} values of column {name!r} are "
                       f"categories the model never saw (e.g. {str(column.levels[column.index[unknown][0]])!r}); "
-                      "they are scored as missing", DataWarning, stacklevel=4)
+                      "they are scored as missing", DataWarning, stacklevel=user_stacklevel())
 
 
 def _is_text(column: pd.Series) -> bool:

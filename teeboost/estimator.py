@@ -28,7 +28,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from .compute import ComputeOptions
-from .config import BoostParams, ProtocolOptions
+from .config import BoostParams, ProtocolOptions, user_stacklevel
 from .core.boosting import TreeProgress
 from .data import PartyData
 from .errors import ConfigError, DataError, ModelFileError
@@ -189,7 +189,7 @@ class _VerticalBoost(BaseEstimator):
         if labels.ndim == 2 and labels.shape[1] == 1:
             warnings.warn(f"A column-vector y was passed when a 1d array was expected (shape {labels.shape} for "
                           f"{what}); it is read as one label per row: pass y.ravel() to avoid this warning",
-                          DataConversionWarning, stacklevel=4)
+                          DataConversionWarning, stacklevel=user_stacklevel())
             labels = labels.ravel()
         if labels.ndim != 1:
             raise DataError(f"y for {what} must be one label per row (y should be a 1d array), "

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .config import ALIGN_MODES, DataWarning
+from .config import ALIGN_MODES, DataWarning, user_stacklevel
 from .data import PartyData
 from .errors import DataError
 
@@ -115,7 +115,7 @@ def match_rows(active: PartyData, passives: list[PartyData], how: str = "auto") 
     warnings.warn(f"aligned by id: {common.size:,} rows have ids held by every party and are used (active party: "
                   f"{common.size:,} of {active.n_rows:,}; "
                   + ", ".join(f"{p.name}: {common.size:,} of {p.n_rows:,}" for p in passives) + ")",
-                  DataWarning, stacklevel=2)
+                  DataWarning, stacklevel=user_stacklevel())
     active = active.take(np.sort(pd.Index(active.ids).get_indexer(common)))
     return active, [party.take(pd.Index(party.ids).get_indexer(active.ids)) for party in passives]
 

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from .config import DataWarning
+from .config import DataWarning, user_stacklevel
 from .data import PartyData
 from .errors import DataError
 
@@ -50,7 +50,7 @@ def drop_unusable_columns(parties: list[PartyData]) -> list[PartyData]:
         kept.append(party.select([n for n in party.feature_names if n not in dropped]))
     if notes:
         warnings.warn("dropped columns no split can use, they stay out of the model: " + "; ".join(notes),
-                      DataWarning, stacklevel=3)
+                      DataWarning, stacklevel=user_stacklevel())
     return kept
 
 

@@ -52,12 +52,15 @@ def _row_count(text: str) -> int:
 
 class _DefaultsHelpFormatter(argparse.HelpFormatter):
     """Appends each option's default to its help, unless the help already names one or there
-    is none worth showing (flags, options that are unset unless given)."""
+    is none worth showing (options that are unset unless given). Flags (options that take no
+    value) show none: a flag is off unless given, and ``--no-X``'s stored default (True, for
+    X) printed after "do not X" read as if the flag were on by default."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "default" in text or not action.option_strings or any(default is v for v in (None, False, argparse.SUPPRESS)):
+        if "default" in text or not action.option_strings or action.nargs == 0 \
+                or any(default is v for v in (None, False, argparse.SUPPRESS)):
             return text
         if isinstance(default, (list, tuple)):
             shown = " ".join(str(item) for item in default).replace("%", "%%")

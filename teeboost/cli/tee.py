@@ -14,9 +14,9 @@ from ..errors import ConfigError, DataError
 def add_tee(sub) -> None:
     tee = sub.add_parser("tee", help="enclave set-up: a party's identity key, a simulated platform")
     tee_sub = tee.add_subparsers(dest="tee_command", required=True)
-    identity = tee_sub.add_parser("identity", help="create this party's identity key (keep it secret) and print "
-                                                   "its public key for every party's [tee] identities")
-    identity.add_argument("--out", type=Path, required=True, help="key file to create (mode 0600; never replaced)")
+    identity = tee_sub.add_parser("identity", help="create (or read) this party's identity key (keep it secret) "
+                                                   "and print its public key for every party's [tee] identities")
+    identity.add_argument("--out", type=Path, required=True, help="key file (created if missing, mode 0600; never replaced)")
     identity.set_defaults(func=_cmd_tee_identity)
     platform = tee_sub.add_parser("platform", help="create (or read) a simulated platform file and print its "
                                                    "attestation public key for every party's [tee] trusted_roots")
@@ -55,15 +55,26 @@ def add_attestation(sub) -> None:
 
 
 def _cmd_tee_identity(args: argparse.Namespace) -> int:
+    """Like ``tee platform``: creates the key if missing, else reads it and prints its public
+    key again, so a set-up script can be re-run. Printing is safe (the public half is what
+    every party is given anyway); replacing is what would not be, and never happens here."""
     from ..tee.identity import PartyIdentity
 
-    if args.out.exists() or args.out.is_symlink():
-        raise ConfigError(f"{args.out} already exists; an identity key is never replaced (`teeboost tee public-key "
-                          f"{args.out}` prints its public key; delete it first only if you really mean to re-key "
-                          "this party, then update every party's [tee] identities)")
-    identity = PartyIdentity.generate()
-    identity.save(args.out)
+    if args.out.is_symlink() and not args.out.exists():
+        raise ConfigError(f"{args.out} is a dangling symlink; an identity key is created only as a new file")
+    existed = args.out.exists()
+    if existed:
+        identity = PartyIdentity.load(args.out)  # refuses a file that is not an identity key
+        if args.out.stat().st_mode & 0o077:
+            print(f"teeboost: warning: {args.out} can be read by other users; it is this party's secret "
+                  f"(chmod 600 {args.out})", file=sys.stderr)
+    else:
+        identity = PartyIdentity.generate()
+        identity.save(args.out)
     print(identity.public_key.hex())
+    print(f"{args.out}: {'an existing identity key, kept (never replaced;' if existed else 'a new identity key (mode 0600;'}"
+          " keep it on this host); the key printed is its public key, for every party's [tee] identities at this "
+          "party's index", file=sys.stderr)
     return 0
 
 

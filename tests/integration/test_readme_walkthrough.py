@@ -71,3 +71,19 @@ def test_readme_walkthrough_runs_verbatim(tmp_path):
     # the leakage budget: held-out rows and new customers scored once each, 8 bits per row
     assert "budget: 8 bits per row per day; strict outputs at 8 bits" in out and "largest 8 bits per row" in out
     print(f"README walkthrough: {seconds:.1f} s")
+
+
+def test_readme_walkthrough_run_again_in_the_same_directory_keeps_keys_and_shows_no_stale_scores(tmp_path):
+    """A second run reuses every key (the tee and certs steps print or keep what is there);
+    within 24 h the passive party's leakage budget refuses the new run by name, and the
+    first run's predictions are gone, so nothing stale is printed or left to read."""
+    code, out, err, _ = run_walkthrough(tmp_path)
+    assert code == 0, err[-3000:]
+    keys = {p: p.read_bytes() for p in tmp_path.glob("*/*.key")}
+    assert len(keys) == 7  # the CA's, two TLS keys, two platforms, two identities
+    code, out, err, seconds = run_walkthrough(tmp_path)
+    assert code != 0 and "Traceback" not in out + err, err[-3000:]
+    assert "an existing identity key, kept" in err and "an existing simulated platform" in err
+    assert "[policy] max_bits_per_row_per_day" in err  # the refusal names the rule
+    assert {p: p.read_bytes() for p in tmp_path.glob("*/*.key")} == keys
+    assert not (tmp_path / "active" / "predictions.csv").exists() and "probability_1" not in out

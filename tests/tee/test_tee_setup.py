@@ -31,9 +31,15 @@ def test_public_key_prints_what_platform_and_identity_printed(tmp_path, capsys):
     assert main(["tee", "platform", "--out", str(tmp_path / "platform.key")]) == 0
     shown = capsys.readouterr()
     assert shown.out.strip() == root and "an existing simulated platform" in shown.err
-    # an existing identity key is never replaced; the error says how to print its key
-    assert main(["tee", "identity", "--out", str(tmp_path / "identity.key")]) == 2
-    assert "teeboost tee public-key" in capsys.readouterr().err
+    # an existing identity key likewise: its public key again, never a new key (a re-run set-up works)
+    before = (tmp_path / "identity.key").read_bytes()
+    assert main(["tee", "identity", "--out", str(tmp_path / "identity.key")]) == 0
+    shown = capsys.readouterr()
+    assert shown.out.strip() == identity and "an existing identity key, kept" in shown.err
+    assert (tmp_path / "identity.key").read_bytes() == before
+    # what is not an identity key is refused, not replaced
+    assert main(["tee", "identity", "--out", str(tmp_path / "platform.key")]) == 2
+    assert "not a teeboost party identity key" in capsys.readouterr().err
 
 
 def test_public_key_of_something_else_says_what_it_takes(tmp_path, capsys):
