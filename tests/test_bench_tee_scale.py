@@ -36,8 +36,10 @@ def test_points_report_time_traffic_memory_and_trees(points):
     assert points["plain"]["most_processes"] == 1
     # N-TEE's enclaves are processes of their own: the tree outweighs its largest process
     assert points["ntee"]["most_processes"] >= 2
-    assert points["ntee"]["peak_tree_mb"] > points["ntee"]["largest_process_mb"]
+    # at the tree's peak its processes add up to more than the largest of them then (the largest
+    # process over the whole run may peak at another moment: polled, 135.8 vs a tree peak of 135.5)
     assert len(points["ntee"]["at_peak_mb"]) >= 2
+    assert points["ntee"]["peak_tree_mb"] > max(points["ntee"]["at_peak_mb"])
     assert abs(sum(points["ntee"]["at_peak_mb"]) - points["ntee"]["peak_tree_mb"]) < 1
     assert "simulated" in points["ntee"]["enclaves"]
     assert points["ntee"]["trees"] == points["plain"]["trees"] and len(points["plain"]["trees"]) == 5
