@@ -7,6 +7,9 @@ the stock CLI.
   columns. The enclave used to answer "record <id> names feature <f>; the rows have K", which
   told the host which of its columns won splits without any consent. Now every such session
   fails with one fixed message, and no record id or feature reaches the host.
+- Answer size: the sealed record bits a passive host relays to the active enclave at prediction
+  had one row per record this party won, so their length told the host how many splits its
+  columns won. Now the answer has one row per position the run decided, whatever the data.
 - Column cap: the label owner's ``max_passive_features`` was checked against the count the
   passive host reports in its Hello; a host that reports one column brought five. Now every
   passive enclave counts its own columns against the cap the active enclave sends it.
@@ -68,6 +71,28 @@ def one_column(self, msg):
 
 
 passive.PassiveParty._hello = one_column
+from teeboost.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+SIZE_PATCH = '''
+import sys
+from pathlib import Path
+from teeboost.protocols.strict import hosts
+
+LOG = Path(sys.argv.pop(1))
+honest = hosts.StrictPredictPassive._session
+
+
+def measured(self, name, request, raw, keys):
+    answer = honest(self, name, request, raw, keys)
+    with LOG.open("a") as handle:
+        handle.write(f"{len(answer)}\\n")
+    return answer
+
+
+hosts.StrictPredictPassive._session = measured
 from teeboost.cli import main
 sys.exit(main(sys.argv[1:]))
 '''
@@ -139,3 +164,38 @@ def test_the_label_owners_column_cap_is_counted_by_the_passive_enclave_not_its_h
     assert result.returncode != 0
     assert "max_passive_features" in result.stderr and "brings 5" in result.stderr, result.stderr
     assert not (tmp_path / "model-active" / "active.json").exists()
+
+
+def test_the_sealed_answer_a_passive_host_relays_has_the_same_size_however_many_splits_it_won(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    sizes, records = {}, {}
+    for case in ("informative", "noise"):
+        workdir = tmp_path / case
+        workdir.mkdir()
+        log = workdir / "sizes.log"
+        configs, process = patched_federation(workdir, SIZE_PATCH, log)
+        try:
+            if case == "noise":  # the same file shape, columns that win (almost) no split
+                data = pd.read_csv(workdir / "passive-1.csv", dtype={"id": str})
+                rng = np.random.default_rng(0)
+                for column in data.columns[1:]:
+                    data[column] = rng.permutation(data[column].to_numpy())
+                data.to_csv(workdir / "passive-1.csv", index=False)
+            trained = cli("party", "--config", configs["active"], "--protocol", "strict", "--json")
+            assert trained.returncode == 0, trained.stderr
+            new = workdir / "new.csv"
+            pd.read_csv(workdir / "active.csv", dtype={"id": str}).head(50).drop(columns=["SeriousDlqin2yrs"]) \
+                .to_csv(new, index=False)
+            predicted = cli("predict", "--config", configs["active"], "--data", new, "--output", workdir / "p.csv")
+            assert predicted.returncode == 0, predicted.stderr
+            consent = workdir / "consent.json"
+            assert cli("consent", "--config", configs["active"], "--party", "1", "--out", consent).returncode == 0
+            assert cli("disclose", "--config", configs["passive-1"], "--consent", consent).returncode == 0
+        finally:
+            stop_passive_parties(configs["active"], [process])
+        sizes[case] = log.read_text().split()
+        records[case] = len(json.loads((workdir / "model-passive-1" / "passive-1.json").read_text())["records"])
+    assert records["informative"] != records["noise"], records  # the parties won different numbers of splits
+    assert sizes["informative"] == sizes["noise"] and sizes["noise"], sizes  # held-out rows, then the 50 new ones

@@ -270,8 +270,11 @@ def ecall_predict_records(rt, payload):
     if mine.output_bits < 0 or mine.max_outputs < 0 or mine.max_bits_per_row < 0:
         raise ProtocolError("budget settings must be >= 0")
     sealed = bool(mine.sealed.size)
+    slots = 0
     if sealed:  # the records stay in here; the host gave them sealed
-        table = _without_padding(_open_records(rt, mine.sealed, mine.model_digest, current))
+        padded = _open_records(rt, mine.sealed, mine.model_digest, current)
+        slots = padded.ids.size  # one per position the run decided: public, unlike how many this party won
+        table = _without_padding(padded)
         if mine.raw.ndim != 2 or mine.raw.shape[1] != table.n_features:  # before anything reads a record
             raise ProtocolError("the rows to score do not have this party's columns")
         records = (table.ids, table.features, table.thresholds, table.missing_left, table.categories)
@@ -289,6 +292,9 @@ def ecall_predict_records(rt, payload):
         raise ProtocolError("the rows to score do not fit this party's sealed records") from None
     ids = np.array(sorted(left), dtype=np.int64)
     bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n_rows), dtype=bool)
+    if slots > ids.size:  # red team: the answer's size, which the host relays, showed how many splits it won
+        ids = np.concatenate([ids, np.zeros(slots - ids.size, dtype=np.int64)])  # id 0: no record
+        bits = np.concatenate([bits, np.zeros((slots - bits.shape[0], n_rows), dtype=bool)])
     sealed = channel.seal(serde.encode(sm.StrictRecordBits(n_rows, ids, np.packbits(bits.reshape(-1)),
                                                            mine.output_bits)))
     return pack_records({0: sealed, 1: ledger, 2: json.dumps(summary).encode()})
