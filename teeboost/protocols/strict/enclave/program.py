@@ -223,10 +223,19 @@ def ecall_predict_finish(rt, payload):
     return serde.encode(sm.StrictPredictions(quantize_margins(ensemble, margin, min(precision, default=0))))
 
 
+def _unseal_records(rt, sealed, model_digest: bytes) -> sm.StrictRecordTable:
+    """The records this enclave code sealed for the model of this digest (the digest is in the
+    sealing context, so another model's blob does not open)."""
+    table = expect(rt.unseal(bytes(sealed), PASSIVE_RECORDS + model_digest), sm.StrictRecordTable)
+    if table.model_digest != model_digest:
+        raise ProtocolError("the sealed records belong to another model")
+    return table
+
+
 def _open_records(rt, sealed, model_digest: bytes, current) -> sm.StrictRecordTable:
     """Sealed records, for a session with the label owner of the run that sealed them."""
-    table = expect(rt.unseal(bytes(sealed), PASSIVE_RECORDS + model_digest), sm.StrictRecordTable)
-    if table.model_digest != model_digest or table.party != current.party:
+    table = _unseal_records(rt, sealed, model_digest)
+    if table.party != current.party:
         raise ProtocolError("the sealed records belong to another model or party")
     if table.active_key != current.keys[0]:
         raise ProtocolError("the sealed records were made with another label owner than this session's")
@@ -245,9 +254,7 @@ def ecall_disclose(rt, payload):
     consent for this model and party (signed by the identity key pinned in the run that sealed
     them). Needs no session: the host asks its own fresh enclave."""
     msg = expect(payload, sm.StrictDisclose)
-    table = expect(rt.unseal(bytes(msg.sealed), PASSIVE_RECORDS + msg.model_digest), sm.StrictRecordTable)
-    if table.model_digest != msg.model_digest:
-        raise ProtocolError("the sealed records belong to another model")
+    table = _unseal_records(rt, msg.sealed, msg.model_digest)
     verify_consent(table.active_key, table.model_digest, table.party, msg.signature)
     return serde.encode(_without_padding(table))
 
