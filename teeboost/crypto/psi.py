@@ -18,14 +18,20 @@ import rbcl
 from ..errors import ProtocolError
 from ..workers import WorkerError, WorkerPool
 
-__all__ = ["new_scalar", "hash_ids", "blind", "POINT_BYTES"]
+__all__ = ["new_scalar", "invert_scalar", "hash_ids", "blind", "POINT_BYTES", "SCALAR_BYTES"]
 
 POINT_BYTES = 32
+SCALAR_BYTES = 32
 _DOMAIN = b"teeboost-psi-v1|"
 
 
 def new_scalar() -> bytes:
     return rbcl.crypto_core_ristretto255_scalar_random()
+
+
+def invert_scalar(scalar: bytes) -> bytes:
+    """1/a mod the group order: blinding with it removes a blinding with ``scalar``."""
+    return rbcl.crypto_core_ristretto255_scalar_invert(scalar)
 
 
 def _hash_chunk(ids: list[str]) -> bytes:

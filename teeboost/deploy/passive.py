@@ -54,6 +54,7 @@ from teeboost.protocols.env import ProtocolEnv
 from ..transport.grpc_transport import PartyServer
 from .config import PartyConfig, protocol_env
 from .messages import Abandon, Finish, PredictData, ProtocolSettings, Setup, Shutdown, TeeProfile
+from .online_passive import OnlineService
 from .protocol_check import compare_settings
 from .prediction_sessions import MAX_PREDICTION_SESSIONS, RUN_ID_PATTERN, PredictionSessions
 from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile, uses_enclaves
@@ -108,6 +109,8 @@ class PassiveService(PredictionSessions):
         self._served_runs: set[str] = set()  # training run ids served by this process (Hello)
         self._source: tuple[int, int] | None = None
         self._aligned: OrderedDict[str, PartyData] = OrderedDict()
+        self._data_lock = threading.RLock()  # the data is re-read by both lanes (main and online)
+        self._online: OnlineService | None = None  # the online lane's side, made at its first request
         # what this process served, for the report it prints when it stops
         self.served = {"runs": 0, "protocols": [], "prediction_batches": 0, "prediction_rows": 0, "refusals": 0}
         self._reload()
@@ -122,7 +125,17 @@ class PassiveService(PredictionSessions):
     def env(self) -> ProtocolEnv:
         return protocol_env(self.config)
 
+    def current_data(self) -> PartyData:
+        """The data served now, re-read if its file changed (thread-safe)."""
+        with self._data_lock:
+            self._reload()
+            return self.data
+
     def _reload(self) -> None:
+        with self._data_lock:
+            self._reload_data()
+
+    def _reload_data(self) -> None:
         """(Re)read the data file if it changed since it was last read: new ids can be
         aligned and scored without a restart. Runs already aligned keep their rows. A file
         being written (no newline at its end, or changing while read) is not read: the data
@@ -180,8 +193,21 @@ class PassiveService(PredictionSessions):
             return []
 
     def handle(self, msg: Any) -> Any:
+        return self._answer(msg, self._handle)
+
+    def handle_online(self, msg: Any) -> Any:
+        """The transport's online lane (several threads; ``teeboost.deploy.online_passive``)."""
+        return self._answer(msg, self._handle_online)
+
+    def _handle_online(self, msg: Any) -> Any:
+        with self._data_lock:
+            if self._online is None:
+                self._online = OnlineService(self)
+        return self._online.handle(msg)
+
+    def _answer(self, msg: Any, handler) -> Any:
         try:
-            reply = self._handle(msg)
+            reply = handler(msg)
         except _TOLD as exc:
             self._refused(msg, exc.rule if isinstance(exc, PolicyRefused) else type(exc).__name__, str(exc))
             print(f"teeboost: party {self.config.name}: refused {type(msg).__name__}: {exc}", file=sys.stderr,
@@ -419,6 +445,8 @@ class PassiveService(PredictionSessions):
         return passive_checkpoint_file(self.config.checkpoint_dir, self.config.index)
 
     def close(self) -> None:
+        if self._online is not None:
+            self._online.close()
         self._close_run("party stopped")
         self._close_predictors("party stopped")
         self.audit.close()
@@ -438,7 +466,7 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dic
     server = PartyServer(service.handle, name=config.name, listen=config.listen, tls=config.tls,
                          insecure=config.insecure, client_name=config.active_party,
                          max_message_bytes=config.max_message_bytes, on_undecodable=service.undecodable,
-                         on_refused=service.transport_refused)
+                         on_refused=service.transport_refused, online_handler=service.handle_online)
     service.server = server
     server.start()
     host = config.listen.rsplit(":", 1)[0]

@@ -14,12 +14,12 @@ from typing import Protocol
 
 import numpy as np
 
-from ..errors import TeeboostError
+from ..errors import PeerUnavailable as _TransportUnavailable
 
 __all__ = ["ScoredRows", "Scorer", "PeerUnavailable"]
 
 
-class PeerUnavailable(TeeboostError):
+class PeerUnavailable(_TransportUnavailable):
     """A passive party did not answer in time (down, restarting, or unreachable): no row of the
     request was scored by the federated model."""
 

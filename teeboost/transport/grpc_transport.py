@@ -75,7 +75,9 @@ class GrpcChannel(Channel):
 
     def __init__(self, peers: list[Peer], *, sender: str, tls: TlsFiles | None, insecure: bool = False,
                  timeout: float = 600.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 retries: int = 3, retry_delay: float = 0.5) -> None:
+                 retries: int = 3, retry_delay: float = 0.5, online: bool = False) -> None:
+        """``online``: this channel's session is an online scoring session, served by each
+        passive party's online lane."""
         super().__init__()
         if tls is None and not insecure:
             raise ConfigError("mutual TLS needs ca, cert and key files (or --insecure, which disables it)")
@@ -86,7 +88,8 @@ class GrpcChannel(Channel):
         self.retries = retries
         self.retry_delay = retry_delay
         self._peers = {p.index: p for p in peers}
-        self._session = os.urandom(16)
+        self._session = (ONLINE_SESSION_PREFIX + os.urandom(16 - len(ONLINE_SESSION_PREFIX)) if online
+                         else os.urandom(16))
         self._sequence = {p.index: 0 for p in peers}  # per peer: each server sees 1, 2, 3, ...
         self._seq_lock = threading.Lock()
         self._channels: dict[int, grpc.Channel] = {}
@@ -251,11 +254,16 @@ class _ReplyCache:
         self.reply_bytes = reply_bytes
         self._entries: OrderedDict[bytes, list] = OrderedDict()  # session -> [sequence, digest, reply|None]
         self._bytes = 0
+        self._guard = threading.Lock()  # the main lane and the online lane share the cache
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, session: bytes) -> tuple[int, bytes, bytes | None] | None:
+        with self._guard:
+            return self._get(session)
+
+    def _get(self, session: bytes) -> tuple[int, bytes, bytes | None] | None:
         entry = self._entries.get(session)
         if entry is None:
             return None
@@ -263,6 +271,10 @@ class _ReplyCache:
         return entry[0], entry[1], entry[2]
 
     def put(self, session: bytes, sequence: int, digest: bytes, reply: bytes) -> None:
+        with self._guard:
+            self._put(session, sequence, digest, reply)
+
+    def _put(self, session: bytes, sequence: int, digest: bytes, reply: bytes) -> None:
         old = self._entries.pop(session, None)
         if old is not None and old[2] is not None:
             self._bytes -= len(old[2])
@@ -281,6 +293,9 @@ class _ReplyCache:
                     entry[2] = None
 
 
+#: Sessions whose 16-byte id starts with this are online scoring sessions (``GrpcChannel(online=True)``).
+ONLINE_SESSION_PREFIX = b"online"
+_ONLINE_MAX_BYTES = 4 << 20  # the online lane takes requests up to this size
 _LARGE = 8 << 20  # requests or replies above this are followed by malloc_trim
 
 
@@ -318,7 +333,8 @@ class PartyServer:
                  max_concurrent_rpcs: int = 64, request_timeout: float = 600.0,
                  handshake_timeout: float = 5.0, idle_timeout: float = 30.0,
                  max_streams_per_connection: int = 32, cached_sessions: int = 1024,
-                 cached_reply_bytes: int = 256 << 20) -> None:
+                 cached_reply_bytes: int = 256 << 20, online_handler: Callable[[Any], Any] | None = None,
+                 online_threads: int = 4) -> None:
         if tls is None and not insecure:
             raise ConfigError("mutual TLS needs ca, cert and key files (or --insecure, which disables it)")
         if insecure:
@@ -341,6 +357,13 @@ class PartyServer:
         self._trimming = False
         self._in_flight = 0  # authorized RPCs between headers and reply (event-loop thread only)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"teeboost-{name}-handler")
+        # the online lane: sessions named ONLINE_SESSION_PREFIX... are served by ``online_handler``
+        # in their own threads, one request at a time per session, never behind the main lane
+        self._online_handler = online_handler
+        self._online_worker = ThreadPoolExecutor(max_workers=max(1, online_threads),
+                                                 thread_name_prefix=f"teeboost-{name}-online")
+        self._session_locks: OrderedDict[bytes, threading.Lock] = OrderedDict()
+        self._session_locks_guard = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=f"teeboost-{name}-grpc", daemon=True)
         self._thread.start()
@@ -408,7 +431,9 @@ class PartyServer:
                     self._refuse(grpc.StatusCode.INVALID_ARGUMENT, "malformed: no request", peer, address)
                 if len(body) > _LARGE:  # its memory (and the reply's) goes back to the OS once sent
                     context.add_done_callback(self._release_later)
-                reply = await self._loop.run_in_executor(self._worker, self._serve_bytes, body, peer, address)
+                online = self._online_handler is not None and _online_session(body)
+                reply = await self._loop.run_in_executor(self._online_worker if online else self._worker,
+                                                         self._serve_bytes, body, peer, address)
                 if len(reply) > _LARGE and len(body) <= _LARGE:
                     context.add_done_callback(self._release_later)
                 return reply
@@ -471,7 +496,8 @@ class PartyServer:
             self._refuse(grpc.StatusCode.PERMISSION_DENIED, "sender: unexpected sender or envelope version",
                          peer, address)
         digest = hashlib.sha256(request.frame).digest()
-        with self._lock:
+        online = self._online_handler is not None and request.session.startswith(ONLINE_SESSION_PREFIX)
+        with self._session_lock(request.session) if online else self._lock:
             last = self._last.get(request.session)
             if last is None and request.sequence != 1:
                 self._refuse(grpc.StatusCode.FAILED_PRECONDITION,
@@ -487,11 +513,22 @@ class PartyServer:
                 self._refuse(grpc.StatusCode.INVALID_ARGUMENT, "replay: replayed or out-of-order request",
                              peer, address)
             else:
-                self.current_peer = peer
-                reply = answer_frame(self._handler, request.frame, self._on_undecodable)
+                if not online:
+                    self.current_peer = peer
+                reply = answer_frame(self._online_handler if online else self._handler, request.frame,
+                                     self._on_undecodable)
                 self._last.put(request.session, request.sequence, digest, reply)
         return Envelope(version=_VERSION, sender=self.name, sequence=request.sequence, frame=reply,
                         session=request.session)
+
+    def _session_lock(self, session: bytes) -> threading.Lock:
+        """One request at a time per online session (its sequence numbers are in order)."""
+        with self._session_locks_guard:
+            lock = self._session_locks.pop(session, None) or threading.Lock()
+            self._session_locks[session] = lock
+            while len(self._session_locks) > 4096:
+                self._session_locks.popitem(last=False)
+            return lock
 
     def _exchange(self, request: Envelope, context: Any) -> Envelope:
         """One request through the same checks without gRPC (``context`` needs ``abort``, and
@@ -549,12 +586,25 @@ class PartyServer:
 
     def _close_loop(self) -> None:
         self._worker.shutdown(wait=False, cancel_futures=True)
+        self._online_worker.shutdown(wait=False, cancel_futures=True)
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             if threading.current_thread() is not self._thread:
                 self._thread.join(timeout=10.0)
         if not self._thread.is_alive() and not self._loop.is_closed():
             self._loop.close()
+
+
+def _online_session(body: bytes) -> bool:
+    """Does this request belong to an online session? Online requests are small; anything
+    larger, or a body that does not decode, goes to the main lane (which checks and refuses
+    it as before). Decoded again, with every check, in the worker."""
+    if len(body) > _ONLINE_MAX_BYTES:
+        return False
+    try:
+        return Envelope.FromString(body).session.startswith(ONLINE_SESSION_PREFIX)
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError and friends
+        return False
 
 
 def _address(context: Any) -> str:

@@ -1,0 +1,260 @@
+"""A passive party's online lane: answers online scoring requests, concurrently with its other
+work and with each other, micro-batched (``teeboost.microbatch``).
+
+Requests of the active party's online sessions (``teeboost.protocols.online``) come here from
+the transport's online lane, never through the training and batch-prediction handler, so a
+long training step does not hold up a customer's score. What each request may ask is checked
+as for batch prediction: the model is the saved one whose digest it names; a row's questions
+in one tree are at most a path's worth (``max_depth``); ``max_psi_ids_per_day``,
+``max_prediction_rows_per_day`` and ``max_bits_per_row_per_day`` are charged before anything
+is answered, and every batch's audit lines are written before its answers leave.
+
+What this host learns per request: the number of ids (a blinded element each, unlinkable to
+a customer) and, outside strict mode, which of its rows were scored and with which of its
+split records (as in batch prediction). In strict mode it learns only how many rows each
+request scored (``teeboost.protocols.strict.online``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.tree import OwnerTable, record_goes_left
+from ..errors import ProtocolError
+from ..microbatch import MicroBatcher
+from ..model_files import PassiveModel, load_passive, passive_file
+from ..policy import DAY_SECONDS, PolicyRefused
+from teeboost.protocols.enclave.partition import decode_row_sets
+from teeboost.protocols.messages import RouteReply
+from teeboost.protocols.online import (STALE_IDS, OnlineBlind, OnlineBlinded, OnlineIdsAsk, OnlineIdSet, OnlineRoute,
+                                       OnlineSealed)
+from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello
+from .online_ids import ServedIdSet, load_or_create_key
+
+if TYPE_CHECKING:
+    from ..data import PartyData
+    from .passive import PassiveService
+
+__all__ = ["OnlineService", "online_state_path"]
+
+MODELS_HELD = 2  # (model, data version) pairs with their columns in memory: the current and the one before
+
+
+def online_state_path(service_config, suffix: str) -> Path:
+    """Beside the audit log (``audit-telco.online-key``), or in the model directory."""
+    log = service_config.audit_log
+    if log is not None:
+        return log.with_name(log.name.removesuffix(".jsonl") + suffix)
+    return service_config.model_dir / suffix.lstrip(".")
+
+
+@dataclass
+class _Snapshot:
+    data: PartyData
+    ids: ServedIdSet
+
+
+@dataclass
+class _ServedModel:
+    model: PassiveModel
+    owner: OwnerTable
+    features: np.ndarray  # (n, f) this party's columns as the model reads them, in handle order
+
+
+class OnlineService:
+    """Thread-safe: the transport's online lane calls ``handle`` from several threads."""
+
+    def __init__(self, service: PassiveService) -> None:
+        self.service = service
+        self.config = service.config
+        self._key = load_or_create_key(online_state_path(self.config, ".online-key"))
+        self._lock = threading.Lock()
+        self._snapshot: _Snapshot | None = None
+        self._models: OrderedDict[tuple[str, str], _ServedModel] = OrderedDict()
+        self._blinds = MicroBatcher(self._serve_blinds, name=f"{self.config.name}-blind", max_items=4096,
+                                    size=lambda m: int(m.points.shape[0]))
+        self._routes = MicroBatcher(self._serve_routes, name=f"{self.config.name}-route", max_items=4096,
+                                    size=lambda m: int(m.handles.size))
+        self._strict = None  # the strict online enclave side, started at its first handshake
+        self.served = {"online_requests": 0, "online_rows": 0}
+
+    # -- the id set
+
+    def snapshot(self) -> _Snapshot:
+        """The id set of the data the party serves now (re-read if its file changed)."""
+        data = self.service.current_data()
+        with self._lock:
+            if self._snapshot is None or self._snapshot.data is not data:
+                ids = [str(i) for i in data.ids] if data.ids is not None else []
+                if data.ids is None:
+                    raise ProtocolError(f"party {self.config.name!r} has no id column: rows cannot be scored online")
+                self._snapshot = _Snapshot(data, ServedIdSet(ids, self._key,
+                                                             online_state_path(self.config, ".online-ids.npz")))
+                self._models.clear()
+            return self._snapshot
+
+    def _current(self, version: str) -> _Snapshot:
+        snap = self.snapshot()
+        if version != snap.ids.version:
+            raise ProtocolError(f"{STALE_IDS}: party {self.config.name!r} now serves id set {snap.ids.version[:12]}, "
+                                f"not {version[:12]} (its data changed): fetch the new set")
+        return snap
+
+    # -- requests
+
+    def handle(self, msg: Any) -> Any:
+        if isinstance(msg, OnlineIdsAsk):
+            snap = self.snapshot()
+            points = snap.ids.points if msg.known_version != snap.ids.version else np.zeros((0, 32), np.uint8)
+            self.service.audit.write("online ids", peer=self.service.peer, version=snap.ids.version[:12],
+                                     ids=snap.ids.n, sent=int(points.shape[0] > 0))
+            return OnlineIdSet(snap.ids.version, snap.ids.n, points)
+        if isinstance(msg, OnlineBlind):
+            return self._blinds.submit(msg)
+        if isinstance(msg, OnlineRoute):
+            return self._routes.submit(msg)
+        if isinstance(msg, (OnlineSealed, EnclaveHello, EnclaveFinish)):
+            return self._strict_side().handle(msg)
+        raise ProtocolError(f"{type(msg).__name__} is not an online scoring request")
+
+    def _serve_blinds(self, batch: list[OnlineBlind]) -> list[Any]:
+        """Each request charged to ``max_psi_ids_per_day`` in turn; one audit line per batch."""
+        results: list[Any] = []
+        used = self._usage("max_psi_ids_per_day")
+        asked = 0
+        for msg in batch:
+            try:
+                snap = self._current(msg.version)
+                k = int(msg.points.shape[0]) if msg.points.ndim == 2 else 0
+                if not 1 <= k <= 4096:
+                    raise ProtocolError(f"an online request names 1 to 4096 ids, not {k}")
+                self._check_budget("max_psi_ids_per_day", used + asked, k)
+                results.append(OnlineBlinded(snap.ids.version, snap.ids.blind(msg.points)))
+                asked += k
+            except Exception as exc:  # noqa: BLE001 - this request is refused, not the batch
+                results.append(self._told(msg, exc))
+        if asked:
+            self.service.audit.write("align", peer=self.service.peer, purpose="online", ids=asked,
+                                     requests=len(batch))
+        return results
+
+    def _serve_routes(self, batch: list[OnlineRoute]) -> list[Any]:
+        results: list[Any] = []
+        used = self._usage("max_prediction_rows_per_day")
+        rows = answered = 0
+        for msg in batch:
+            try:
+                reply = self._route(msg, used + rows)
+                results.append(reply)
+                rows += int(msg.handles.size)
+                answered += reply.n_answers
+            except Exception as exc:  # noqa: BLE001
+                results.append(self._told(msg, exc))
+        if rows:
+            self.service.audit.write("predict", peer=self.service.peer, dataset="online", rows=rows,
+                                     requests=len(batch), questions=answered)
+            self.served["online_requests"] += len(batch)
+            self.served["online_rows"] += rows
+        return results
+
+    def _route(self, msg: OnlineRoute, used_rows: int) -> RouteReply:
+        snap = self._current(msg.version)
+        served = self._model(msg.model_digest, snap)
+        handles = msg.handles
+        k = int(handles.size)
+        if not 1 <= k <= 4096 or handles.min() < 0 or handles.max() >= snap.ids.n or np.unique(handles).size != k:
+            raise ProtocolError(f"an online request names 1 to 4096 distinct rows of the {snap.ids.n} in the id set")
+        if msg.encodings.size != msg.records.size:
+            raise ProtocolError("one row set per routing question")
+        self._check_budget("max_prediction_rows_per_day", used_rows, k)
+        groups = decode_row_sets(msg.encodings, msg.offsets, msg.payload, k, "online routing question")
+        records = [served.owner.get(int(r)) for r in msg.records]  # unknown ids are refused here
+        self._check_paths(served, records, groups, k)
+        keys = None
+        if self.service.ledger is not None:
+            ids = snap.data.ids
+            keys = self.service.ledger.row_keys([ids[int(snap.ids.order[h])] for h in handles])
+            per_row = np.bincount(np.concatenate(groups), minlength=k) if groups else np.zeros(k, np.int64)
+            self.service.ledger.charge(keys, per_row, self.service.policy.max_bits_per_row_per_day,
+                                       f"answering {int(per_row.sum())} online routing question(s)")
+        answers = [record_goes_left(record, served.features[handles[rows], record.feature])
+                   for record, rows in zip(records, groups)]
+        flat = np.concatenate(answers) if answers else np.empty(0, dtype=bool)
+        return RouteReply(int(flat.size), np.packbits(flat))
+
+    def _check_paths(self, served: _ServedModel, records, groups, k: int) -> None:
+        """A row is asked about at most ``max_depth`` of this party's records per tree: a path's
+        worth, as in batch prediction (more would reveal its place at every split)."""
+        depth = served.model.max_depth if served.model.max_depth is not None else self.service.policy.max_depth
+        if depth is None or not records:
+            return
+        trees = np.repeat([r.tree for r in records], [g.size for g in groups])
+        rows = np.concatenate(groups)
+        if rows.size:
+            _, counts = np.unique(rows.astype(np.int64) * (1 << 32) + trees, return_counts=True)
+            if counts.max() > depth:
+                raise ProtocolError(f"an online request asks about a row at {int(counts.max())} of party "
+                                    f"{self.config.name!r}'s splits in one tree; a path crosses at most {depth}")
+
+    def _model(self, digest: str, snap: _Snapshot) -> _ServedModel:
+        with self._lock:
+            served = self._models.get((digest, snap.ids.version))
+            if served is not None:
+                self._models.move_to_end((digest, snap.ids.version))
+                return served
+        model = load_passive(self.config.model_dir / passive_file(self.config.index))
+        if not model.model_digest or digest != model.model_digest:
+            raise ProtocolError(f"the active party scores with model {digest[:16]!r}; party {self.config.name!r} "
+                                f"serves only its saved model {(model.model_digest or 'without digest')[:16]!r}")
+        if model.protocol == "strict":
+            raise ProtocolError(f"party {self.config.name!r} trained model {digest[:16]!r} in strict mode: its rows "
+                                "are scored only between enclaves")
+        missing = [n for n in model.feature_names if n not in snap.data.feature_names]
+        if missing:
+            raise ProtocolError(f"party {self.config.name!r}'s data no longer has the model's column(s) "
+                                f"{', '.join(map(repr, missing))}")
+        ordered = snap.data.take(snap.ids.order)
+        features = ordered.conform(model.feature_names, model.vocabularies, "the model").features
+        served = _ServedModel(model, model.owner, np.ascontiguousarray(features, dtype=np.float64))
+        with self._lock:
+            self._models[(digest, snap.ids.version)] = served
+            while len(self._models) > MODELS_HELD:
+                self._models.popitem(last=False)
+        return served
+
+    # -- budgets and refusals
+
+    def _usage(self, rule: str) -> int:
+        if getattr(self.service.policy, rule) is None:
+            return 0
+        return int(self.service.audit.usage(DAY_SECONDS)[rule])
+
+    def _check_budget(self, rule: str, used: int, asked: int) -> None:
+        if getattr(self.service.policy, rule) is not None:
+            self.service.policy.check_budget(self.config.name, rule, used, asked)
+
+    @staticmethod
+    def _told(msg: Any, exc: Exception) -> Exception:
+        """This request's refusal, raised in its own thread (where the service audits it)."""
+        return exc
+
+    def _strict_side(self):
+        with self._lock:
+            if self._strict is None:
+                from .online_strict import StrictOnlinePassive
+
+                self._strict = StrictOnlinePassive(self)
+            return self._strict
+
+    def close(self) -> None:
+        self._blinds.close()
+        self._routes.close()
+        if self._strict is not None:
+            self._strict.close()

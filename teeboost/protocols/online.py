@@ -1,0 +1,96 @@
+"""Wire messages of online scoring: one customer at a time, whatever the passive party's size.
+
+Alignment is split in two so that no request runs PSI over the passive party's whole id list:
+- once per passive data version, the active party fetches the passive party's id set, each id
+  hashed to ristretto255 and blinded with the passive party's long-term online key b, in a
+  secret order (``OnlineIdsAsk`` -> ``OnlineIdSet``); it learns how many ids there are, nothing else;
+- per request, one blinded round trip for the request's own ids (``OnlineBlind``: aH(x) ->
+  b(aH(x))); the active party removes its fresh a and looks bH(x) up in the cached set, which
+  gives the row's position (its handle) in that order, or tells it the id is not held.
+The passive party sees a random group element per id and never which customer it was.
+
+Then the rows are scored by handle: routing questions in the clear (``OnlineRoute``; plain,
+SecureBoost, N-TEE, 1-TEE: the passive host answers about the rows it is asked about, so it
+learns which of its customers were scored, as in batch prediction), or sealed between
+enclaves (``OnlineSealed``; strict: the passive enclave finds the rows by an oblivious scan,
+and its host learns only how many rows were scored). Every message names the data version
+its handles refer to; a passive party whose data changed refuses it (``stale ids``) and the
+active party fetches the new set: a handle is never applied to another version's rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..transport.grpc_transport import ONLINE_SESSION_PREFIX
+from ..transport.serde import array_field, message
+
+__all__ = ["OnlineIdsAsk", "OnlineIdSet", "OnlineBlind", "OnlineBlinded", "OnlineRoute", "OnlineSealed",
+           "STALE_IDS", "ONLINE_SESSION_PREFIX"]
+
+STALE_IDS = "stale ids"  # the refusal's first words when a request names another data version
+
+
+@message
+@dataclass(frozen=True)
+class OnlineIdsAsk:
+    """The passive party's blinded id set, unless ``known_version`` is still current."""
+
+    known_version: str
+
+
+@message
+@dataclass(frozen=True)
+class OnlineIdSet:
+    """bH(y) for every id y of the passive party, in its secret order; empty when the asker's
+    version is current. ``n_ids`` is always the set's size."""
+
+    version: str
+    n_ids: int
+    points: np.ndarray = array_field("uint8", 2)
+
+
+@message
+@dataclass(frozen=True)
+class OnlineBlind:
+    """aH(x) for each id x of one request (a fresh a per request)."""
+
+    version: str
+    points: np.ndarray = array_field("uint8", 2)
+
+
+@message
+@dataclass(frozen=True)
+class OnlineBlinded:
+    version: str
+    points: np.ndarray = array_field("uint8", 2)
+
+
+@message
+@dataclass(frozen=True)
+class OnlineRoute:
+    """Routing questions about rows given by handle (positions in the id set of ``version``):
+    question j asks whether record ``records[j]`` sends each row of its row set left; row
+    sets index ``handles`` (encoded as ``teeboost.protocols.enclave.partition`` encodes them)."""
+
+    model_digest: str
+    version: str
+    handles: np.ndarray = array_field("int64", 1)
+    records: np.ndarray = array_field("int64", 1)
+    encodings: np.ndarray = array_field("uint8", 1)
+    offsets: np.ndarray = array_field("int64", 1)
+    payload: np.ndarray = array_field("uint8", 1)
+
+
+@message
+@dataclass(frozen=True)
+class OnlineSealed:
+    """Strict: one record between the active enclave and this party's online enclave (the
+    session's ``run_id`` names which), holding handles one way and record bits the other."""
+
+    run_id: str
+    model_digest: str
+    version: str
+    record: bytes

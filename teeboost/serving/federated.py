@@ -1,0 +1,248 @@
+"""``FederatedScorer``: the active party's saved model scoring rows online, its passive parties
+answering over gRPC with mutual TLS (``teeboost.protocols.online``).
+
+Concurrent requests are micro-batched: each batch costs one blinded round trip per passive
+party for its ids, then the routing rounds (one per tree level, all trees at once, plain,
+SecureBoost, N-TEE, 1-TEE) or one sealed exchange between enclaves (strict). A request is
+either scored with the model it names or says why not: a row whose id a passive party does not
+hold is left unscored with that reason; a passive party that does not answer within
+``[serving] timeout`` fails the batch fast with ``PeerUnavailable`` (the service then errors or
+falls back, as configured). The next batch reconnects by itself, and a passive party whose
+data changed is asked for its new id set (a handle is never used on another version's rows).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..core.predict import RoutingOracle
+from ..core.routing import Router
+from ..errors import PeerUnavailable as TransportUnavailable, ProtocolError, TeeboostError
+from ..microbatch import MicroBatcher
+from ..model_files import load_active
+from ..parties.active import ensemble_digest
+from ..transport.grpc_transport import GrpcChannel
+from teeboost.protocols.enclave.partition import encode_row_sets
+from teeboost.protocols.messages import RouteReply
+from teeboost.protocols.online import STALE_IDS, OnlineRoute
+from .id_cache import BlindedIdCache
+from .scorer import PeerUnavailable, ScoredRows
+
+__all__ = ["FederatedScorer"]
+
+MAX_BATCH_ROWS = 1024  # rows scored together (larger requests are scored in several batches)
+
+
+class _OnlineOracle(RoutingOracle):
+    """Own splits answered here; a passive party's by ``OnlineRoute`` on the batch's handles."""
+
+    def __init__(self, scorer: "FederatedScorer", channel, raw: np.ndarray, handles: dict[int, np.ndarray]) -> None:
+        self.scorer, self.channel, self.raw, self.handles = scorer, channel, raw, handles
+        self.rounds = 0
+
+    def route(self, questions):
+        answers = {}
+        requests = {}
+        for party, asked in questions.items():
+            if party == 0:
+                answers[0] = self.scorer._router.answers(self.scorer.model.owner, "online", self.raw, asked)
+                continue
+            k = self.handles[party].size
+            encodings, offsets, payload = encode_row_sets([rows for _, rows in asked], k)
+            records = np.array([record for record, _ in asked], dtype=np.int64)
+            requests[party] = OnlineRoute(self.scorer.digest, self.scorer.caches[party].version,
+                                          self.handles[party], records, encodings, offsets, payload)
+        if requests:
+            self.rounds += 1
+            for party, reply in self.channel.request_all(requests).items():
+                sizes = [rows.size for _, rows in questions[party]]
+                total = int(sum(sizes))
+                if not isinstance(reply, RouteReply) or reply.n_answers != total or reply.bits.size != (total + 7) // 8:
+                    raise ProtocolError(f"passive party {party} answered {getattr(reply, 'n_answers', '?')} online "
+                                        f"routing questions, expected {total}")
+                flat = np.unpackbits(reply.bits, count=total).astype(bool)
+                answers[party] = np.split(flat, np.cumsum(sizes)[:-1])
+        return answers
+
+
+class FederatedScorer:
+    """Scores with the active party's model in ``model_dir`` (default: its config's)."""
+
+    def __init__(self, config, name: str, model_dir: str | Path | None = None) -> None:
+        self.config = config
+        self.name = name
+        self.model_dir = Path(model_dir) if model_dir is not None else config.model_dir
+        self.model = load_active(self.model_dir / "active.json")
+        self.digest = ensemble_digest(self.model.ensemble)
+        self.version = self.digest[:16]
+        self.protocol = self.model.protocol
+        self.objective = self.model.ensemble.objective
+        self.classes = list(self.model.ensemble.classes or [])
+        self.feature_names = list(self.model.feature_names)
+        self.vocabularies = dict(self.model.vocabularies)
+        self.timeout = float(getattr(config, "serving_timeout", None) or 2.0)
+        self.caches = {p.index: BlindedIdCache(p.index, p.name) for p in config.peers}
+        self._names = {p.index: p.name for p in config.peers}
+        self._router = Router(None)
+        self._channel: GrpcChannel | None = None
+        self._channel_lock = threading.Lock()
+        self._strict = None
+        if self.protocol == "strict":
+            from .strict_online import StrictOnlineActive
+
+            self._strict = StrictOnlineActive(self)
+        self.counts = {"batches": 0, "rows": 0, "unmatched": 0, "unavailable": 0, "reconnects": 0,
+                       "id_set_fetches": 0, "bytes": 0}
+        self._batcher = MicroBatcher(self._serve, name=f"serve-{name}", max_items=MAX_BATCH_ROWS,
+                                     size=lambda item: len(item[0]))
+
+    # -- the Scorer interface
+
+    def score(self, ids: list[str], features: np.ndarray) -> ScoredRows:
+        if len(ids) != features.shape[0]:
+            raise ValueError("one id per row")
+        parts = [self._batcher.submit((ids[a:a + MAX_BATCH_ROWS], features[a:a + MAX_BATCH_ROWS]))
+                 for a in range(0, len(ids), MAX_BATCH_ROWS)]
+        return ScoredRows(np.concatenate([p.values for p in parts]), [r for p in parts for r in p.reasons],
+                          {"bytes": sum(p.traffic.get("bytes", 0) for p in parts)})
+
+    def health(self) -> dict:
+        """Each passive party: reachable now, and the id set version held."""
+        out = {}
+        try:
+            channel = self._connected()
+            for party, cache in self.caches.items():
+                cache.refresh(channel)
+                out[self._names[party]] = {"reachable": True, "ids": cache.n_ids, "id_set": cache.version[:12]}
+        except TeeboostError as exc:
+            self._drop_channel()
+            for party in self.caches:
+                out.setdefault(self._names[party], {"reachable": False, "error": str(exc)[:200]})
+        return out
+
+    def budget(self) -> dict:
+        return {"rows_scored": self.counts["rows"], "rows_unmatched": self.counts["unmatched"]}
+
+    def close(self) -> None:
+        self._batcher.close()
+        if self._strict is not None:
+            self._strict.close()
+        self._drop_channel()
+
+    # -- one micro-batch
+
+    def _serve(self, batch: list[tuple[list[str], np.ndarray]]) -> list:
+        ids = [i for part, _ in batch for i in part]
+        raw = np.concatenate([np.asarray(x, dtype=np.float64) for _, x in batch]) if batch else np.zeros((0, 0))
+        try:
+            values, reasons, sent = self._score_rows(ids, raw)
+        except (TransportUnavailable, TimeoutError) as exc:
+            self._drop_channel()
+            self.counts["unavailable"] += 1
+            party = next((n for i, n in self._names.items() if f"party {i} ({n})" in str(exc)), "passive party")
+            return [PeerUnavailable(party, str(exc))] * len(batch)
+        except ProtocolError as exc:
+            self._drop_channel()  # a session in doubt is not used again
+            if "did not answer within" in str(exc):  # a stalled link: fail fast, as for one that is down
+                self.counts["unavailable"] += 1
+                return [PeerUnavailable(next(iter(self._names.values()), "passive party"), str(exc))] * len(batch)
+            if len(batch) == 1:
+                raise
+            return [self._alone(item) for item in batch]  # one request's refusal is not its neighbours'
+        out, start = [], 0
+        for part, _ in batch:
+            stop = start + len(part)
+            out.append(ScoredRows(values[start:stop], reasons[start:stop], {"bytes": sent * len(part) // max(1, len(ids))}))
+            start = stop
+        return out
+
+    def _alone(self, item):
+        try:
+            return self._serve([item])[0]
+        except TeeboostError as exc:
+            return exc
+
+    def _score_rows(self, ids: list[str], raw: np.ndarray) -> tuple[np.ndarray, list, int]:
+        channel = self._connected()
+        before = channel.traffic.to_dict()["bytes_total"]
+        handles = self._handles(channel, ids)
+        held = np.all(np.stack([h >= 0 for h in handles.values()]), axis=0) if handles else np.ones(len(ids), bool)
+        width = self.model.ensemble.n_outputs if self.objective == "multiclass" else 1
+        values = np.full((len(ids), width), np.nan)
+        reasons: list = [None] * len(ids)
+        for party, h in handles.items():
+            for i in np.flatnonzero(h < 0):
+                if reasons[i] is None:
+                    reasons[i] = f"passive party {self._names[party]!r} does not hold this id"
+        rows = np.flatnonzero(held)
+        for group in _distinct_groups([tuple(int(h[i]) for h in handles.values()) for i in rows]):
+            chosen = rows[group]
+            part = {p: h[chosen] for p, h in handles.items()}
+            margin = (self._strict.margin(channel, raw[chosen], part) if self._strict is not None
+                      else self.model.ensemble.margin(chosen.size, _OnlineOracle(self, channel, raw[chosen], part)))
+            values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, width)
+        sent = channel.traffic.to_dict()["bytes_total"] - before
+        self.counts["batches"] += 1
+        self.counts["rows"] += int(rows.size)
+        self.counts["unmatched"] += len(ids) - int(rows.size)
+        self.counts["bytes"] += sent
+        return values, reasons, sent
+
+    def _handles(self, channel, ids: list[str]) -> dict[int, np.ndarray]:
+        """Each passive party's handles for ``ids`` (its id set fetched first if not held, or
+        again once if it changed)."""
+        out = {}
+        for party, cache in self.caches.items():
+            for attempt in range(2):
+                try:
+                    if not cache.version:
+                        cache.refresh(channel)
+                        self.counts["id_set_fetches"] += 1
+                    out[party] = cache.handles(channel, ids)
+                    break
+                except ProtocolError as exc:
+                    if STALE_IDS not in str(exc) or attempt:
+                        raise
+                    cache.version = ""  # its data changed: fetch the new set, then ask again
+        return out
+
+    # -- the connection
+
+    def _connected(self) -> GrpcChannel:
+        with self._channel_lock:
+            if self._channel is None:
+                config = self.config
+                self._channel = GrpcChannel(config.peers, sender=config.name, tls=config.tls, insecure=config.insecure,
+                                            timeout=self.timeout, max_message_bytes=config.max_message_bytes,
+                                            retries=1, retry_delay=0.05, online=True)
+                self.counts["reconnects"] += 1
+            return self._channel
+
+    def _drop_channel(self) -> None:
+        with self._channel_lock:
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+        if self._strict is not None:
+            self._strict.reset()
+
+
+def _distinct_groups(keys: list[tuple]) -> list[np.ndarray]:
+    """Split positions so that no group holds the same passive row twice (a passive party
+    answers a request about distinct rows)."""
+    groups: list[list[int]] = []
+    seen: list[set] = []
+    for i, key in enumerate(keys):
+        for group, used in zip(groups, seen):
+            if key not in used:
+                group.append(i)
+                used.add(key)
+                break
+        else:
+            groups.append([i])
+            seen.append({key})
+    return [np.array(g, dtype=np.int64) for g in groups]
