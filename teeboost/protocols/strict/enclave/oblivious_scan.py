@@ -1,0 +1,102 @@
+"""Finding rows by handle inside a strict passive enclave without its host learning which.
+
+Online scoring asks a passive enclave about a few of its rows, named by handle (position in
+the party's online id set). Reading ``table[handle]`` would show the host, through the memory
+pages and cache lines it touches, which customer was scored. ``scan`` instead reads every row
+of the table once, in order, for every batch, and keeps a row with a mask computed from a
+comparison (no branch, no index that depends on a handle): the memory touched depends only on
+the table's size and the number of rows asked for, never on which.
+
+Rows are packed small so the scan is cheap: each of the party's columns becomes an 8-bit code
+(16-bit if a column has more than 254 thresholds) that routes exactly like the raw value at
+every one of its split records (a numeric value's code is how many of the feature's thresholds
+lie below it; a category's code is the category; missing is all ones), and ``decode`` turns
+codes back into values that each record sends the same way as the raw ones (a threshold
+itself, +inf above all of them). The row's ledger key (the first 8 bytes of its keyed hash)
+travels with it. At 1e6 rows of 5 columns that is 2 words a row, 16 MB per scan.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["CodeTable", "scan", "KEY_BYTES"]
+
+KEY_BYTES = 8
+
+
+@numba.njit(cache=False, nogil=True)  # the measured loader reads source, not files: compiled per enclave
+def _scan(words: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
+    n_rows, width = words.shape
+    k = queries.size
+    for i in range(n_rows):
+        for w in range(width):
+            value = words[i, w]
+            for j in range(k):
+                out[w, j] |= value & (np.uint64(0) - np.uint64(queries[j] == i))
+
+
+def scan(words: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """(rows, width) uint64 table, k handles -> (k, width) the rows at those handles, every row
+    of the table read for each call. A handle outside the table selects nothing (all zeros)."""
+    out = np.zeros((words.shape[1], queries.size), dtype=np.uint64)
+    _scan(np.ascontiguousarray(words, dtype=np.uint64), np.ascontiguousarray(queries, dtype=np.int64), out)
+    return np.ascontiguousarray(out.T)
+
+
+class CodeTable:
+    """A party's rows as 16-bit codes per column plus a 16-byte key, packed into uint64 words."""
+
+    def __init__(self, raw: np.ndarray, keys: np.ndarray, features: np.ndarray, thresholds: np.ndarray,
+                 categories: np.ndarray) -> None:
+        n, f = raw.shape
+        self.n_features = f
+        self.categorical = np.zeros(f, dtype=bool)
+        self.cuts: list[np.ndarray] = []
+        for c in range(f):
+            mine = features == c
+            self.categorical[c] = bool(np.any(categories[mine] != 0))
+            self.cuts.append(np.unique(thresholds[mine & (categories == 0)]))
+        wide = any(cuts.size > 254 for cuts in self.cuts)
+        self.code_type = np.dtype(np.uint16 if wide else np.uint8)
+        self.missing = int(np.iinfo(self.code_type).max)
+        codes = np.zeros((n, f), dtype=self.code_type)
+        for c in range(f):
+            values = raw[:, c]
+            missing = np.isnan(values)
+            if self.categorical[c]:
+                code = np.clip(np.where(missing, 0, values), 0, 63)
+            else:
+                code = np.searchsorted(self.cuts[c], np.where(missing, 0, values), side="left")
+            codes[:, c] = np.where(missing, self.missing, code).astype(self.code_type)
+        per_word = 8 // self.code_type.itemsize
+        self.code_words = (f + per_word - 1) // per_word
+        packed = np.zeros((n, self.code_words * per_word), dtype=self.code_type)
+        packed[:, :f] = codes
+        key = np.ascontiguousarray(np.asarray(keys, dtype=np.uint8)[:, :KEY_BYTES])
+        self.words = np.ascontiguousarray(np.hstack([packed.view(np.uint64), key.view(np.uint64)]))
+
+    @property
+    def n_rows(self) -> int:
+        return self.words.shape[0]
+
+    def rows(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values that route as the raw rows do, (k, KEY_BYTES) ledger keys) of the rows at ``handles``."""
+        found = scan(self.words, handles)
+        codes = np.ascontiguousarray(found[:, :self.code_words]).view(self.code_type)[:, :self.n_features]
+        keys = np.ascontiguousarray(found[:, self.code_words:]).view(np.uint8).reshape(-1, KEY_BYTES)
+        return self.decode(codes), keys
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        values = np.empty(codes.shape, dtype=np.float64)
+        for c in range(self.n_features):
+            code = codes[:, c].astype(np.int64)
+            missing = code == self.missing
+            if self.categorical[c]:
+                value = code.astype(np.float64)
+            else:
+                cuts = np.append(self.cuts[c], np.inf)
+                value = cuts[np.clip(code, 0, cuts.size - 1)]
+            values[:, c] = np.where(missing, np.nan, value)
+        return values

@@ -1,0 +1,285 @@
+"""Strict online scoring inside the enclaves: one attested session serves many requests.
+
+Active enclave: holds the published model and its own records for the session
+(``online_model``); per batch it turns its host's rows and each passive party's handles into
+one sealed request per passive enclave (``online_begin``), and their sealed record bits into
+margins, quantized as each passive party's policy says (``online_finish``). Only margins leave.
+
+Passive enclave: holds every row of its party, in handle order, as a ``CodeTable``, its records
+(opened from their seal, as batch prediction opens them), and its online row ledger
+(``online_table``). Per request it finds the rows by an oblivious scan (its host never learns
+which), charges the ledger, and seals the bits of all its records on those rows, padded to
+the run's positions (``online_records``). The ledger lives in here for the session; each
+request's entries leave as one sealed log record, which the host appends before the answer
+leaves. The host sees how many rows each request scored, nothing else: a request appends one
+entry per row, charged or not, so it does not show which rows were new today.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from teeboost.core.model import Ensemble
+from teeboost.core.release import quantize_margins
+from teeboost.errors import ProtocolError
+from teeboost.protocols.enclave.handshake import expect, role
+from teeboost.protocols.enclave.messages import pack_records, unpack_records
+from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.strict.enclave import online_messages as om
+from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS
+from teeboost.protocols.strict.enclave.oblivious_scan import KEY_BYTES, CodeTable
+from teeboost.transport import serde
+
+__all__ = ["ecall_online_model", "ecall_online_begin", "ecall_online_finish", "ecall_online_table",
+           "ecall_online_records", "ONLINE_LEDGER"]
+
+ONLINE_LEDGER = b"teeboost-strict-online-ledger-v1:"
+MAX_ROWS = 4096  # rows per online request
+
+
+# ---- active role
+
+def ecall_online_model(rt, payload):
+    from teeboost.protocols.strict.enclave.program import _own_records_digest
+
+    current = role(rt, "active")
+    current.require_all_peers()
+    msg = expect(payload, om.StrictOnlineModel)
+    ensemble = Ensemble.from_dict(json.loads(msg.model))
+    digest = sm.model_digest(json.loads(json.dumps(ensemble.to_dict())))
+    own = sm.StrictPredictIn(msg.model, 0, msg.own_ids, msg.own_features, msg.own_thresholds, msg.own_missing_left,
+                             msg.own_categories, np.zeros((0, 0)))
+    rt.state["online"] = {"ensemble": ensemble, "digest": digest, "own": msg,
+                          "tag_key": digest + _own_records_digest(own)}
+    return digest
+
+
+def ecall_online_begin(rt, payload):
+    """-> one sealed ``StrictOnlineRequest`` per passive enclave."""
+    from teeboost.protocols.strict.enclave.program import _tags
+
+    current = role(rt, "active")
+    state = rt.state.get("online")
+    if state is None:
+        raise ProtocolError("no model loaded for online scoring in this session")
+    msg = expect(payload, om.StrictOnlineBatch)
+    n = msg.raw.shape[0]
+    if not 1 <= n <= MAX_ROWS or msg.handles.shape != (msg.parties.size, n):
+        raise ProtocolError(f"an online batch scores 1 to {MAX_ROWS} rows with one handle per row and party")
+    if sorted(int(p) for p in msg.parties) != current.peers:
+        raise ProtocolError("an online batch names a handle for every passive party")
+    tags = _tags(state["tag_key"], msg.raw)
+    out = {}
+    for party, handles in zip(msg.parties, msg.handles):
+        frame = serde.encode(om.StrictOnlineRequest(n, state["digest"], state["ensemble"].n_outputs, tags,
+                                                    np.ascontiguousarray(handles, dtype=np.int64)))
+        out[int(party)] = current.channel(int(party)).seal(frame)
+    state["pending"] = np.ascontiguousarray(msg.raw, dtype=np.float64)
+    return pack_records(out)
+
+
+def ecall_online_finish(rt, payload):
+    """Every passive enclave's sealed record bits for the pending batch -> its margins."""
+    from teeboost.protocols.strict.enclave.program import _BitsOracle
+
+    current = role(rt, "active")
+    state = rt.state.get("online")
+    if state is None or state.get("pending") is None:
+        raise ProtocolError("no online batch is under way")
+    raw = state.pop("pending")
+    n = raw.shape[0]
+    records = unpack_records(payload)
+    if sorted(records) != current.peers:
+        raise ProtocolError("record bits must come from every passive party")
+    bits, precision = {}, []
+    for party, record in records.items():
+        answer = expect(current.channel(party).open(record), sm.StrictRecordBits)
+        if answer.output_bits < 0:
+            raise ProtocolError(f"party {party} names {answer.output_bits} output bits")
+        if answer.output_bits:
+            precision.append(answer.output_bits)
+        if answer.n_rows != n or answer.bits.size != (answer.ids.size * n + 7) // 8:
+            raise ProtocolError(f"party {party} evaluated other rows than the ones to score")
+        flat = np.unpackbits(answer.bits, count=answer.ids.size * n).astype(bool)
+        bits[party] = {int(i): flat[j * n:(j + 1) * n] for j, i in enumerate(answer.ids)}
+    own = state["own"]
+    mine = sm.go_left_by_record(own.own_ids, own.own_features, own.own_thresholds, own.own_missing_left,
+                                own.own_categories, raw)
+    ensemble = state["ensemble"]
+    margin = ensemble.margin(n, _BitsOracle(mine, bits))
+    return serde.encode(sm.StrictPredictions(quantize_margins(ensemble, margin, min(precision, default=0))))
+
+
+# ---- passive role
+
+def ecall_online_table(rt, payload):
+    """-> [a sealed base record of the online ledger (b"": nothing counted) | summary JSON]."""
+    from teeboost.protocols.strict.enclave.program import _open_records, _without_padding
+
+    current = role(rt, "passive")
+    msg = expect(payload, om.StrictOnlineTable)
+    if len(msg.model_digest) != 32:
+        raise ProtocolError("a model digest is 32 bytes")
+    slots = 0
+    if msg.sealed.size:
+        padded = _open_records(rt, msg.sealed, msg.model_digest, current)
+        slots = padded.ids.size
+        table = _without_padding(padded)
+        if msg.raw.ndim != 2 or msg.raw.shape[1] != table.n_features:
+            raise ProtocolError("the rows do not have this party's columns")
+        records = (table.ids, table.features, table.thresholds, table.missing_left, table.categories)
+    else:
+        records = (msg.ids, msg.features, msg.thresholds, msg.missing_left, msg.categories)
+    if msg.raw.ndim != 2 or np.any(records[1] < 0) or np.any(records[1] >= max(1, msg.raw.shape[1])):
+        raise ProtocolError("the rows to score do not fit this party's records")
+    counted = msg.row_keys.shape[0] > 0
+    if counted and msg.row_keys.shape != (msg.raw.shape[0], 16):
+        raise ProtocolError("one row key per row")
+    if min(msg.output_bits, msg.max_outputs, msg.max_bits_per_row) < 0:
+        raise ProtocolError("budget settings must be >= 0")
+    keys = msg.row_keys if counted else np.zeros((msg.raw.shape[0], 16), np.uint8)
+    codes = CodeTable(np.ascontiguousarray(msg.raw, dtype=np.float64), keys, records[1], records[2], records[4])
+    codes.rows(np.zeros(0, dtype=np.int64))  # the scan is compiled now, not at the first request
+    ledger, version = _replay(rt, current.party, msg) if counted else (_empty_ledger(), 0)
+    now = max(float(msg.now), float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
+    live = ledger["epochs"] >= now - DAY_SECONDS
+    ledger = {k: v[live] for k, v in ledger.items()}
+    rt.state["online_passive"] = {"digest": bytes(msg.model_digest), "codes": codes, "records": records,
+                                  "slots": slots, "ledger": ledger, "version": version + 1, "counted": counted,
+                                  "output_bits": int(msg.output_bits), "max_outputs": int(msg.max_outputs),
+                                  "max_bits_per_row": int(msg.max_bits_per_row)}
+    base = _seal_delta(rt, current.party, version + 1, True, ledger) if counted else b""
+    summary = {"rows": codes.n_rows, "ledger_version": version + 1 if counted else 0,
+               "ledger_rows": int(ledger["keys"].shape[0])}
+    return pack_records({0: base, 1: json.dumps(summary).encode()})
+
+
+def ecall_online_records(rt, payload):
+    """[sealed request | {"now": t}] -> [sealed record bits (b"": refused) | sealed ledger
+    record (b"": nothing counted) | summary JSON]. Charged before any bit leaves."""
+    current = role(rt, "passive")
+    state = rt.state.get("online_passive")
+    if state is None:
+        raise ProtocolError("no table loaded for online scoring in this session")
+    parts = unpack_records(payload)
+    channel = current.channel(0)
+    request = expect(channel.open(parts.get(0, b"")), om.StrictOnlineRequest)
+    now = float(json.loads(parts.get(1, b"{}") or b"{}").get("now", 0.0))
+    n = request.n_rows
+    if request.model_digest != state["digest"]:
+        raise ProtocolError("the active party scores with another model than the one this party's records were "
+                            "released for")
+    if not 1 <= n <= MAX_ROWS or request.handles.shape != (n,) or request.tags.shape != (n, sm.TAG_BYTES):
+        raise ProtocolError(f"an online request scores 1 to {MAX_ROWS} rows, with one handle and tag each")
+    if np.any(request.handles < 0) or np.any(request.handles >= state["codes"].n_rows):
+        raise ProtocolError("an online request names a row outside this party's id set")
+    bits_each = state["output_bits"] or FULL_PRECISION_BITS
+    cost = int(request.outputs) * bits_each
+    summary = {"rows": n, "outputs": int(request.outputs), "cost_per_row": cost, "refused": "", "detail": ""}
+    if state["max_outputs"] and request.outputs > state["max_outputs"]:
+        summary.update(refused="max_outputs", detail=f"the model has {request.outputs} outputs; at most "
+                       f"{state['max_outputs']}")
+        return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
+    values, keys = state["codes"].rows(request.handles)  # every row of the table is read
+    delta = b""
+    if state["counted"]:
+        refused, delta = _charge(rt, current.party, state, keys, request.tags, cost, now, summary)
+        if refused:
+            return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
+    elif state["max_bits_per_row"] and cost > state["max_bits_per_row"]:
+        summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
+                       f"{state['max_bits_per_row']}")
+        return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
+    left = sm.go_left_by_record(*state["records"], values)
+    ids = np.array(sorted(left), dtype=np.int64)
+    bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n), dtype=bool)
+    if state["slots"] > ids.size:  # padded as batch prediction pads: the size shows no split count
+        ids = np.concatenate([ids, np.zeros(state["slots"] - ids.size, dtype=np.int64)])
+        bits = np.concatenate([bits, np.zeros((state["slots"] - bits.shape[0], n), dtype=bool)])
+    sealed = channel.seal(serde.encode(sm.StrictRecordBits(n, ids, np.packbits(bits.reshape(-1)),
+                                                           state["output_bits"])))
+    return pack_records({0: sealed, 1: delta, 2: json.dumps(summary).encode()})
+
+
+# ---- the online ledger
+
+def _empty_ledger() -> dict:
+    return {"keys": np.zeros((0, KEY_BYTES), np.uint8), "tags": np.zeros((0, sm.TAG_BYTES), np.uint8),
+            "epochs": np.zeros(0), "bits": np.zeros(0, np.int64)}
+
+
+def _context(party: int) -> bytes:
+    return ONLINE_LEDGER + party.to_bytes(4, "big")
+
+
+def _seal_delta(rt, party: int, version: int, base: bool, entries: dict) -> bytes:
+    return rt.seal(serde.encode(om.StrictLedgerDelta(version, base, entries["keys"], entries["tags"],
+                                                     entries["epochs"], entries["bits"])), _context(party))
+
+
+def _replay(rt, party: int, msg: om.StrictOnlineTable) -> tuple[dict, int]:
+    """The log's records, each opened and checked: versions consecutive from a base record,
+    and the last one the host recorded (or one past it: a store it did not finish recording)."""
+    blob = msg.ledger_log.tobytes()
+    records, at = [], 0
+    while at < len(blob):
+        if at + 4 > len(blob):
+            raise ProtocolError("refused: the online ledger log is cut short")
+        size = int.from_bytes(blob[at:at + 4], "big")
+        records.append(expect(rt.unseal(blob[at + 4:at + 4 + size], _context(party)), om.StrictLedgerDelta))
+        at += 4 + size
+    if not records:
+        if msg.ledger_version != 0:
+            raise ProtocolError(f"refused: the host last recorded online ledger version {msg.ledger_version}, and "
+                                "gave no log (a lost or removed ledger would forget every row already scored)")
+        return _empty_ledger(), 0
+    if not records[0].base or any(b.version != a.version + 1 for a, b in zip(records, records[1:])):
+        raise ProtocolError("refused: the online ledger log is not one unbroken chain from a base record")
+    last = records[-1].version
+    if last not in (msg.ledger_version, msg.ledger_version + 1):
+        raise ProtocolError(f"refused: the online ledger log ends at version {last}, and the host last recorded "
+                            f"version {msg.ledger_version} (a rolled back or foreign log)")
+    ledger = {k: np.concatenate([getattr(r, k) for r in records]) for k in ("keys", "tags", "epochs", "bits")}
+    charged = ledger["bits"] > 0
+    return {k: v[charged] for k, v in ledger.items()}, last
+
+
+def _charge(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarray, cost: int, now: float,
+            summary: dict) -> tuple[bool, bytes]:
+    """Charge the rows (a row scored again with the same tag is free); refuse the whole
+    request if any row would pass its daily budget. Every comparison runs over the whole
+    window's ledger, whichever rows are asked."""
+    ledger = state["ledger"]
+    now = max(now, float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
+    live = ledger["epochs"] >= now - DAY_SECONDS
+    stored = ledger["keys"].view(np.uint64).reshape(-1)
+    asked = np.ascontiguousarray(keys).view(np.uint64).reshape(-1)
+    same_row = (stored[:, None] == asked[None, :]) & live[:, None]
+    stored_tags = ledger["tags"].view(np.uint64).reshape(-1, sm.TAG_BYTES // 8)
+    asked_tags = np.ascontiguousarray(tags).view(np.uint64).reshape(-1, sm.TAG_BYTES // 8)
+    same_tag = np.ones_like(same_row)
+    for w in range(sm.TAG_BYTES // 8):
+        same_tag &= stored_tags[:, w][:, None] == asked_tags[:, w][None, :]
+    seen = np.any(same_row & same_tag, axis=0)
+    spent = (ledger["bits"][:, None] * same_row).sum(axis=0)
+    charged = np.where(seen, 0, cost).astype(np.int64)
+    after = spent + charged
+    limit = state["max_bits_per_row"]
+    summary.update(charged_rows=int(np.count_nonzero(charged)), bits=int(charged.sum()),
+                   largest_in_batch=int(after.max(initial=0)))
+    if limit and after.max(initial=0) > limit:
+        summary.update(refused="max_bits_per_row_per_day", detail=f"scoring {keys.shape[0]} row(s) at {cost} bits "
+                       f"each would take {int(np.count_nonzero(after > limit))} of them to up to "
+                       f"{int(after.max())} bits in 24 hours; at most {limit} bits per row per day")
+        return True, b""
+    entries = {"keys": np.ascontiguousarray(keys, dtype=np.uint8), "tags": np.ascontiguousarray(tags, dtype=np.uint8),
+               "epochs": np.full(keys.shape[0], now), "bits": charged}
+    # in here only what was charged (a repeat is already in the window with its tag); the sealed
+    # record holds an entry per row, so its size does not show which rows were new
+    new = charged > 0
+    state["ledger"] = {k: np.concatenate([ledger[k][live], entries[k][new]]) for k in ledger}
+    version = state["version"] = state["version"] + 1
+    summary.update(version=version, window_entries=int(state["ledger"]["keys"].shape[0]))
+    return False, _seal_delta(rt, party, version, False, entries)

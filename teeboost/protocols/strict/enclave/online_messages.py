@@ -1,0 +1,92 @@
+"""Messages of strict online scoring, between hosts and their enclaves and between enclaves
+(``teeboost.protocols.strict.enclave.online``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from teeboost.transport.serde import array_field, message
+
+__all__ = ["StrictOnlineModel", "StrictOnlineBatch", "StrictOnlineRequest", "StrictOnlineTable",
+           "StrictLedgerDelta"]
+
+
+@message
+@dataclass(frozen=True)
+class StrictOnlineModel:
+    """Active host -> its enclave, once per online session: the published model and its own
+    split records (as ``StrictPredictIn`` carries them)."""
+
+    model: str
+    own_ids: np.ndarray = array_field("int64", 1)
+    own_features: np.ndarray = array_field("int32", 1)
+    own_thresholds: np.ndarray = array_field("float64", 1)
+    own_missing_left: np.ndarray = array_field("bool", 1)
+    own_categories: np.ndarray = array_field("int64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictOnlineBatch:
+    """Active host -> its enclave, per batch: its own columns of the rows, and each passive
+    party's handles for them (``handles[p]`` for ``parties[p]``)."""
+
+    raw: np.ndarray = array_field("float64", 2)
+    parties: np.ndarray = array_field("int64", 1)
+    handles: np.ndarray = array_field("int64", 2)
+
+
+@message
+@dataclass(frozen=True)
+class StrictOnlineRequest:
+    """Active enclave -> a passive enclave, sealed: evaluate all your records on the rows at
+    these handles, for the model of this digest (computed in the active enclave); ``tags`` as
+    in ``StrictPredictRequest`` (scoring a row again exactly as before is not charged again)."""
+
+    n_rows: int
+    model_digest: bytes
+    outputs: int
+    tags: np.ndarray = array_field("uint8", 2)
+    handles: np.ndarray = array_field("int64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictOnlineTable:
+    """Passive host -> its enclave, once per model and data version: every row it holds, in
+    handle order, with its row key, its records (sealed, or in the clear once disclosed), its
+    budget, and the online ledger's log of sealed records."""
+
+    model_digest: bytes
+    sealed: np.ndarray = array_field("uint8", 1)
+    ids: np.ndarray = array_field("int64", 1)
+    features: np.ndarray = array_field("int32", 1)
+    thresholds: np.ndarray = array_field("float64", 1)
+    missing_left: np.ndarray = array_field("bool", 1)
+    categories: np.ndarray = array_field("int64", 1)
+    raw: np.ndarray = array_field("float64", 2)
+    row_keys: np.ndarray = array_field("uint8", 2)  # (rows, 16); (0, 16): nothing is counted
+    output_bits: int
+    max_outputs: int
+    max_bits_per_row: int
+    now: float
+    ledger_version: int  # the last version of the online ledger the host recorded
+    ledger_log: np.ndarray = array_field("uint8", 1)  # the log's sealed records, each u32 length-prefixed
+
+
+@message
+@dataclass(frozen=True)
+class StrictLedgerDelta:
+    """One record of a passive enclave's online ledger log, sealed to its code and platform:
+    per row scored, its key, the scoring's tag, when and how many bits it cost. ``base``: this
+    record holds every live entry (written when a table is loaded), and those before it are
+    not needed. Versions run 1, 2, 3... in the log."""
+
+    version: int
+    base: bool
+    keys: np.ndarray = array_field("uint8", 2)
+    tags: np.ndarray = array_field("uint8", 2)
+    epochs: np.ndarray = array_field("float64", 1)
+    bits: np.ndarray = array_field("int64", 1)

@@ -1,0 +1,87 @@
+"""The active host's side of strict online scoring: one attested session of strict enclaves
+kept open across requests (``teeboost.protocols.strict.enclave.online``), over the online
+channel. Only margins come out of its enclave; a session in doubt (a fault, a passive party
+restarted) is dropped and the next batch attests a new one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import threading
+
+import numpy as np
+
+from ..config import BoostParams
+from ..core.split import SplitCriteria
+from ..deploy.config import protocol_env
+from ..deploy.tee_check import check_own_tee
+from ..errors import ProtocolError
+from teeboost.protocols.enclave.messages import pack_records, unpack_records
+from teeboost.protocols.ntee.hosts import attest_enclaves
+from teeboost.protocols.online import OnlineSealed
+from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.strict.enclave import online_messages as om
+from teeboost.protocols.strict.hosts import PROGRAM
+from teeboost.transport import serde
+
+__all__ = ["StrictOnlineActive"]
+
+
+class StrictOnlineActive:
+    def __init__(self, scorer) -> None:
+        self.scorer = scorer
+        self.env = protocol_env(scorer.config)
+        config = scorer.config
+        check_own_tee(self.env, party=config.name, config=config.path, index=0, protocol="strict",
+                      n_parties=1 + len(config.peers))
+        self._enclave = None
+        self._run_id = ""
+        self._lock = threading.Lock()
+        self.sessions = 0  # attested so far (metrics)
+
+    def _session(self, channel):
+        if self._enclave is None:
+            params = BoostParams()
+            env = dataclasses.replace(self.env, run_id=f"online.{secrets.token_hex(16)}")
+            enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin,
+                                      env)
+            try:
+                model = self.scorer.model
+                enclave.ecall("online_model", serde.encode(om.StrictOnlineModel(
+                    json.dumps(model.ensemble.to_dict()), *sm.record_arrays(model.owner))))
+            except BaseException:
+                enclave.close()
+                raise
+            self._enclave, self._run_id = enclave, env.run_id
+            self.sessions += 1
+        return self._enclave
+
+    def margin(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray]) -> np.ndarray:
+        with self._lock:
+            enclave = self._session(channel)
+            parties = sorted(handles)
+            requests = unpack_records(enclave.ecall("online_begin", serde.encode(om.StrictOnlineBatch(
+                np.ascontiguousarray(raw, dtype=np.float64), np.array(parties, dtype=np.int64),
+                np.stack([handles[p] for p in parties]).astype(np.int64)))))
+            digest = self.scorer.digest
+            replies = channel.request_all({p: OnlineSealed(self._run_id, digest, self.scorer.caches[p].version, r)
+                                           for p, r in requests.items()})
+            answers = {}
+            for party, reply in replies.items():
+                if not isinstance(reply, OnlineSealed) or reply.run_id != self._run_id:
+                    raise ProtocolError(f"passive party {party} did not answer the strict online record")
+                answers[party] = reply.record
+            return sm.expect(enclave.ecall("online_finish", pack_records(answers)), sm.StrictPredictions,
+                             "the enclave").margin
+
+    def reset(self) -> None:
+        with self._lock:
+            if self._enclave is not None:
+                self._enclave.close()
+                self._enclave = None
+
+    def close(self) -> None:
+        self.reset()
+
