@@ -198,5 +198,40 @@ class SealedLedgerFile:
         self.versions.set_meta_int("strict_ledger_version", version)
 
     def locked(self):
-        """One session at a time reads, charges and stores the ledger."""
+        """One session at a time reads, charges and stores the ledger (batch and online)."""
         return self._lock
+
+    # -- the online ledger's log (``strict/enclave/online_ledger``): sealed records, appended
+
+    @property
+    def online_log(self) -> Path:
+        return self.path.with_name(self.path.name.removesuffix(".strict-ledger.sealed") + ".strict-online-ledger.log")
+
+    def load_online(self) -> tuple[bytes, int]:
+        version = self.versions.get_meta_int("online_ledger_version")
+        try:
+            return self.online_log.read_bytes(), version
+        except FileNotFoundError:
+            return b"", version
+
+    def append_online(self, record: bytes, version: int) -> None:
+        """The record first, its version after: a crash between leaves the log one ahead,
+        which the enclave accepts (it only over-counts)."""
+        fd = os.open(self.online_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, len(record).to_bytes(4, "big") + record)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.versions.set_meta_int("online_ledger_version", version)
+
+    def restart_online(self, base: bytes, version: int) -> None:
+        """The log starts again from a base record holding every live entry."""
+        tmp = self.online_log.with_name(self.online_log.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(len(base).to_bytes(4, "big") + base)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.online_log)
+        self.versions.set_meta_int("online_ledger_version", version)

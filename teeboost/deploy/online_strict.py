@@ -9,8 +9,8 @@ of its rows a request scored, only how many.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ProtocolError
-from ..model_files import load_passive, passive_file, write_atomically
+from ..model_files import load_passive, passive_file
 from ..policy import PolicyRefused
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello
@@ -27,14 +27,10 @@ from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.strict.hosts import StrictPredictPassive
 from teeboost.transport import serde
-from .online_passive import online_state_path
-
 if TYPE_CHECKING:
     from .online_passive import OnlineService
 
 __all__ = ["StrictOnlinePassive"]
-
-_VERSION_KEY = "online_ledger_version"
 
 
 class StrictOnlinePassive:
@@ -46,7 +42,7 @@ class StrictOnlinePassive:
         self._run_id = ""
         self._loaded: tuple[str, str] | None = None  # (model digest, id set version) in the enclave
         self._lock = threading.Lock()  # one request at a time: a session's records are in order
-        self._log = online_state_path(self.config, ".online-ledger")
+        self._batch_version = -1  # the batch ledger version the enclave last read
         self._keys: tuple[str, np.ndarray] | None = None  # (id set version, row keys in handle order)
 
     def handle(self, msg: Any) -> Any:
@@ -70,7 +66,7 @@ class StrictOnlinePassive:
                                     sealed=model.sealed_records)
         side.bind_policy(self.config.name, self.service.policy, model.max_depth)
         side._used = True
-        self._side, self._run_id, self._loaded = side, msg.run_id, None
+        self._side, self._run_id, self._loaded, self._batch_version = side, msg.run_id, None, -1
         self._model = model
         return side.handle(msg)
 
@@ -82,20 +78,29 @@ class StrictOnlinePassive:
                                 f"{self.config.name!r} serves only its saved model {self._model.model_digest[:16]!r}")
         snap = self.online._current(msg.version)
         self._load(snap)
-        policy = self.service.policy
-        parts = unpack_records(self._side.enclave.ecall("online_records", pack_records(
-            {0: msg.record, 1: json.dumps({"now": time.time()}).encode()})))
-        summary = json.loads(parts[2])
-        if summary["refused"]:
-            raise PolicyRefused(self.config.name, summary["refused"], summary["detail"])
-        if parts[1]:
-            self._append(parts[1], int(summary["version"]))
+        ledger = self.service.strict_ledger
+        with ledger.locked() if ledger is not None else contextlib.nullcontext():  # one charge at a time, both lanes
+            told: dict = {"now": time.time()}
+            records = {0: msg.record}
+            if ledger is not None:
+                blob, version = ledger.load()
+                told["batch_version"] = version
+                if version != self._batch_version:  # batch sessions spent since: the enclave reads their ledger
+                    records[2] = blob
+            records[1] = json.dumps(told).encode()
+            parts = unpack_records(self._side.enclave.ecall("online_records", pack_records(records)))
+            summary = json.loads(parts[2])
+            if summary["refused"]:
+                raise PolicyRefused(self.config.name, summary["refused"], summary["detail"])
+            if ledger is not None:
+                self._batch_version = told["batch_version"]
+            if parts[1]:
+                ledger.append_online(parts[1], int(summary["version"]))
         self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="strict",
                                  rows=int(summary["rows"]), charged_rows=summary.get("charged_rows"),
                                  bits=summary.get("bits"))
         self.online.served["online_requests"] += 1
         self.online.served["online_rows"] += int(summary["rows"])
-        del policy
         return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
 
     def _load(self, snap) -> None:
@@ -105,40 +110,29 @@ class StrictOnlinePassive:
         model = self._model
         ordered = snap.data.take(snap.ids.order)
         raw = ordered.conform(model.feature_names, model.vocabularies, "the model").features
-        ledger = self.service.ledger
+        ledger, sealed_ledger = self.service.ledger, self.service.strict_ledger
         keys = np.zeros((0, 16), np.uint8)
-        if ledger is not None:
+        log, log_version = b"", 0
+        if ledger is not None and sealed_ledger is not None:
             if self._keys is None or self._keys[0] != snap.ids.version:
                 self._keys = (snap.ids.version, ledger.row_keys(ordered.ids))
             keys = self._keys[1]
+            log, log_version = sealed_ledger.load_online()
         arrays = sm.record_arrays(model.owner if not model.sealed_records else type(model.owner)())
         policy = self.service.policy
-        log = self._log.read_bytes() if ledger is not None and self._log.exists() else b""
         table = om.StrictOnlineTable(bytes.fromhex(model.model_digest), np.frombuffer(model.sealed_records, np.uint8),
                                      *arrays, np.ascontiguousarray(raw, dtype=np.float64), keys,
                                      policy.output_bits or 0, policy.max_outputs or 0,
                                      policy.max_bits_per_row_per_day or 0, time.time(),
-                                     ledger.get_meta_int(_VERSION_KEY) if ledger is not None else 0,
-                                     np.frombuffer(log, np.uint8))
-        parts = unpack_records(self._side.enclave.ecall("online_table", serde.encode(table)))
-        summary = json.loads(parts[1])
-        if parts[0]:  # the log starts again from the base record the enclave sealed
-            write_atomically(self._log, len(parts[0]).to_bytes(4, "big") + parts[0])
-            ledger.set_meta_int(_VERSION_KEY, int(summary["ledger_version"]))
+                                     log_version, np.frombuffer(log, np.uint8))
+        with sealed_ledger.locked() if sealed_ledger is not None else contextlib.nullcontext():
+            parts = unpack_records(self._side.enclave.ecall("online_table", serde.encode(table)))
+            summary = json.loads(parts[1])
+            if parts[0]:  # the log starts again from the base record the enclave sealed
+                sealed_ledger.restart_online(parts[0], int(summary["ledger_version"]))
         self._loaded = (model.model_digest, snap.ids.version)
         self.service.audit.write("online table", peer=self.service.peer, model=model.model_digest[:16],
                                  rows=int(summary["rows"]), ledger_entries=int(summary["ledger_rows"]))
-
-    def _append(self, record: bytes, version: int) -> None:
-        """The record first, its version after: a crash between leaves the log one ahead,
-        which the enclave accepts (it only over-counts)."""
-        fd = os.open(self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, len(record).to_bytes(4, "big") + record)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self.service.ledger.set_meta_int(_VERSION_KEY, version)
 
     def close(self) -> None:
         if self._side is not None:

@@ -4,9 +4,9 @@ never runs PSI over the passive party's whole id list per request."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -18,10 +18,12 @@ from teeboost.deploy.config import load_config
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 from teeboost.model_files import load_active
 from teeboost.serving.federated import FederatedScorer
+from teeboost.serving.scorer import PeerUnavailable
 
 from ..helpers import stop_passive_parties
 
 TRAINING = {"n_trees": 5, "max_depth": 3}
+federation_processes: list = []  # passive processes a test restarted, stopped with the federation
 
 
 def cli(*args, timeout=600):
@@ -36,7 +38,7 @@ def federation(tmp_path_factory):
     process, address = start_passive(configs["passive-1"], tmp_path / "passive-1.address", tmp_path / "passive-1.log")
     set_peer_addresses(configs["active"], {1: ("passive-1", address)})
     yield tmp_path, configs, process
-    stop_passive_parties(configs["active"], [process])
+    stop_passive_parties(configs["active"], [p for p in [process, *federation_processes] if p.poll() is None])
 
 
 def _rows(tmp_path, n=300):
@@ -81,3 +83,129 @@ def test_online_scores_equal_batch_prediction_and_unheld_ids_are_named(federatio
     assert all("does not hold this id" in r for r in reasons[:3])
     np.testing.assert_allclose(values[3:], expected[3:], rtol=0, atol=1e-12)
     assert scorer.counts["id_set_fetches"] == 1
+
+
+def _scorer_rows(tmp_path, config, n=50, skip=0):
+    frame = _rows(tmp_path, n + skip).iloc[skip:]
+    model = load_active(config.model_dir / "active.json")
+    data = PartyData.from_frame(frame[["id", *model.feature_names]], id_column="id", name="active",
+                                source="test").conform(model.feature_names, model.vocabularies, "model")
+    return list(frame["id"]), data.features
+
+
+def test_a_passive_data_change_is_seen_and_a_restart_is_survived(federation):
+    """The passive party's data changes under a running scorer (a row's values and a new
+    customer): the next request uses the new id set, never an old handle on new rows. Then the
+    passive process is killed: requests fail fast, naming it; restarted, scoring resumes by
+    itself with the same answers."""
+    tmp_path, configs, process = federation
+    trained = cli("party", "--config", str(configs["active"]), "--protocol", "ntee", "--json")
+    assert trained.returncode == 0, trained.stderr
+    config = load_config(configs["active"])
+    ids, features = _scorer_rows(tmp_path, config)
+    scorer = FederatedScorer(config, "credit")
+    try:
+        first = scorer.score(ids, features)
+        version = scorer.caches[1].version
+        passive = tmp_path / "passive-1.csv"
+        original = passive.read_text()
+        frame = pd.read_csv(passive, dtype={"id": str})
+        shuffled = frame.sample(frac=1.0, random_state=7)  # every row moves: old handles would point elsewhere
+        tmp = tmp_path / "passive-1.tmp"
+        shuffled.to_csv(tmp, index=False)
+        tmp.replace(passive)
+        second = scorer.score(ids, features)
+        assert scorer.caches[1].version != version  # fetched again
+        np.testing.assert_array_equal(first.values, second.values)
+        tmp.write_text(original)
+        tmp.replace(passive)
+
+        process.kill()
+        process.wait()
+        started = time.monotonic()
+        with pytest.raises(PeerUnavailable, match="passive-1"):
+            scorer.score(ids[:1], features[:1])
+        assert time.monotonic() - started < 5.0
+        new, address = start_passive(configs["passive-1"], tmp_path / "passive-1.address2", tmp_path / "passive-1.log2")
+        federation_processes.append(new)
+        set_peer_addresses(configs["active"], {1: ("passive-1", address)})
+        scorer.config = load_config(configs["active"])  # the passive party's new port (a real one keeps its address)
+        third = scorer.score(ids, features)
+        np.testing.assert_array_equal(first.values, third.values)
+    finally:
+        scorer.close()
+
+
+def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
+    """A passive party's daily bits per row are one budget whichever way a row is scored: with
+    8-bit outputs and 16 bits a day, a row scored online with two different active inputs has
+    spent its day; a third online score and a batch score of it are refused, while another row
+    is still scored. The budget survives a new online session (the log is replayed)."""
+    tmp_path, configs, _ = federation
+    passive = configs["passive-1"]
+    text = passive.read_text()
+    passive.write_text(text.replace("max_bits_per_row_per_day = 256", "max_bits_per_row_per_day = 16"))
+    try:
+        trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
+        assert trained.returncode == 0, trained.stderr
+        # the passive party re-reads its policy only at start: restart it with the 16-bit budget
+        _restart_passive(federation)
+        config = load_config(configs["active"])
+        ids, features = _scorer_rows(tmp_path, config, 3, skip=500)
+        ids = _new_customers(tmp_path, ids)  # never scored before (a run's held-out rows are scored too)
+        scorer = FederatedScorer(config, "credit")
+        try:
+            assert scorer.score(ids[:1], features[:1]).reasons == [None]
+            changed = features[:1].copy()
+            changed[0, 0] += 1.0  # other active inputs: a new answer about the passive row
+            assert scorer.score(ids[:1], changed).reasons == [None]
+            assert scorer.score(ids[:1], features[:1]).reasons == [None]  # the same answer again: free
+            changed[0, 0] += 1.0
+            with pytest.raises(Exception, match="max_bits_per_row_per_day"):
+                scorer.score(ids[:1], changed)
+            assert scorer.score(ids[1:2], features[1:2]).reasons == [None]
+        finally:
+            scorer.close()
+        scorer = FederatedScorer(config, "credit")  # a new session replays the ledger's log
+        try:
+            with pytest.raises(Exception, match="max_bits_per_row_per_day"):
+                scorer.score(ids[:1], changed + 1.0)
+        finally:
+            scorer.close()
+        frame = _rows(tmp_path, 501).iloc[500:].copy()
+        frame["id"] = ids[:1]
+        frame.iloc[0, 1] = float(frame.iloc[0, 1]) + 5.0  # batch prediction of the spent row, other inputs
+        new = tmp_path / "spent.csv"
+        frame.to_csv(new, index=False)
+        done = cli("predict", "--config", str(configs["active"]), "--data", str(new), "--output",
+                   str(tmp_path / "spent-out.csv"))
+        assert done.returncode != 0 and "max_bits_per_row_per_day" in done.stderr
+    finally:
+        passive.write_text(text)
+        _restart_passive(federation)
+
+
+def _new_customers(tmp_path, ids):
+    """The passive party gains customers with these rows' values under new ids (its file is
+    replaced atomically and re-read): -> the new ids."""
+    path = tmp_path / "passive-1.csv"
+    frame = pd.read_csv(path, dtype={"id": str})
+    rows = frame[frame["id"].isin(ids)].set_index("id").loc[[i for i in ids if i in set(frame["id"])]].reset_index()
+    fresh = [f"fresh-{i}-{time.time_ns()}" for i in rows["id"]]
+    rows["id"] = fresh
+    tmp = tmp_path / "passive-1.tmp"
+    pd.concat([frame, rows]).to_csv(tmp, index=False)
+    tmp.replace(path)
+    return fresh
+
+
+def _restart_passive(federation):
+    tmp_path, configs, process = federation
+    for p in [process, *federation_processes]:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(timeout=30)
+    ready = tmp_path / f"passive-1.address{len(federation_processes)}"
+    new, address = start_passive(configs["passive-1"], ready, tmp_path / f"passive-1.log{len(federation_processes)}")
+    federation_processes.append(new)
+    set_peer_addresses(configs["active"], {1: ("passive-1", address)})

@@ -357,12 +357,14 @@ class StrictPredictPassive(NteePassive):
         lock = self._ledger.locked() if counted else contextlib.nullcontext()
         with lock:
             blob, version = self._ledger.load() if counted else (b"", 0)
+            online, online_version = self._ledger.load_online() if counted else (b"", 0)
             mine = sm.StrictRecordsIn(self.model_digest, np.frombuffer(self.sealed, dtype=np.uint8),
                                       *sm.record_arrays(OwnerTable() if self.sealed else self.owner),
                                       np.ascontiguousarray(raw, dtype=np.float64), policy.output_bits or 0,
                                       policy.max_outputs or 0, policy.max_bits_per_row_per_day or 0, time.time(),
                                       version, keys if counted else np.zeros((0, 16), np.uint8),
-                                      np.frombuffer(blob, dtype=np.uint8))
+                                      np.frombuffer(blob, dtype=np.uint8), online_version,
+                                      np.frombuffer(online, dtype=np.uint8))
             parts = unpack_records(self.enclave.ecall("predict_records", pack_records({0: request,
                                                                                        1: serde.encode(mine)})))
             summary = json.loads(parts[2])

@@ -76,6 +76,9 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
     live = ledger.epochs >= now - DAY_SECONDS
     keys, tags = ledger.keys[live], ledger.tags[live]
     epochs, spent_bits = ledger.epochs[live], ledger.bits[live]
+    from teeboost.protocols.strict.enclave.online_ledger import KEY_BYTES, online_spending
+
+    online = online_spending(rt, party, mine.online_log.tobytes(), int(mine.online_version), now)
     spent: dict[bytes, int] = {}
     seen: set[bytes] = set()
     for key, tag, bits in zip(keys, tags, spent_bits):
@@ -90,7 +93,8 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
         seen.add(scoring)
         charged[i] = True
         spent[key] = spent.get(key, 0) + cost
-    batch = [spent[mine.row_keys[i].tobytes()] for i in range(n)]
+    batch = [spent.get(mine.row_keys[i].tobytes(), 0) + online.get(mine.row_keys[i, :KEY_BYTES].tobytes(), 0)
+             for i in range(n)]
     largest = max(batch, default=0)
     summary.update(charged_rows=int(charged.sum()), bits=int(charged.sum()) * cost, largest_in_batch=largest)
     if mine.max_bits_per_row and largest > mine.max_bits_per_row:

@@ -337,6 +337,10 @@ class StrictRecordsIn:
     ledger_version: int  # the version of the sealed ledger the host last stored (0: none yet)
     row_keys: np.ndarray = array_field("uint8", 2)  # (rows, 16): keyed hashes of the rows' ids
     ledger: np.ndarray = array_field("uint8", 1)  # the sealed ledger (empty: none yet)
+    # online sessions' spending counts too (``strict/enclave/online_ledger``): their log, and
+    # the version of it the host last recorded
+    online_version: int
+    online_log: np.ndarray = array_field("uint8", 1)
 
 
 @message

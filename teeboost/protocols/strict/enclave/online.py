@@ -29,13 +29,14 @@ from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS
-from teeboost.protocols.strict.enclave.oblivious_scan import KEY_BYTES, CodeTable
+from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable
+from teeboost.protocols.strict.enclave.online_ledger import (batch_spending, charge_online, empty_ledger, replay_log,
+                                                             seal_record)
 from teeboost.transport import serde
 
 __all__ = ["ecall_online_model", "ecall_online_begin", "ecall_online_finish", "ecall_online_table",
-           "ecall_online_records", "ONLINE_LEDGER"]
+           "ecall_online_records"]
 
-ONLINE_LEDGER = b"teeboost-strict-online-ledger-v1:"
 MAX_ROWS = 4096  # rows per online request
 
 
@@ -142,23 +143,27 @@ def ecall_online_table(rt, payload):
     keys = msg.row_keys if counted else np.zeros((msg.raw.shape[0], 16), np.uint8)
     codes = CodeTable(np.ascontiguousarray(msg.raw, dtype=np.float64), keys, records[1], records[2], records[4])
     codes.rows(np.zeros(0, dtype=np.int64))  # the scan is compiled now, not at the first request
-    ledger, version = _replay(rt, current.party, msg) if counted else (_empty_ledger(), 0)
+    ledger, version = (replay_log(rt, current.party, msg.ledger_log.tobytes(), msg.ledger_version) if counted
+                       else (empty_ledger(), 0))
     now = max(float(msg.now), float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
     live = ledger["epochs"] >= now - DAY_SECONDS
     ledger = {k: v[live] for k, v in ledger.items()}
     rt.state["online_passive"] = {"digest": bytes(msg.model_digest), "codes": codes, "records": records,
                                   "slots": slots, "ledger": ledger, "version": version + 1, "counted": counted,
+                                  "batch": empty_ledger(), "batch_version": -1,
                                   "output_bits": int(msg.output_bits), "max_outputs": int(msg.max_outputs),
                                   "max_bits_per_row": int(msg.max_bits_per_row)}
-    base = _seal_delta(rt, current.party, version + 1, True, ledger) if counted else b""
+    base = seal_record(rt, current.party, version + 1, True, ledger) if counted else b""
     summary = {"rows": codes.n_rows, "ledger_version": version + 1 if counted else 0,
                "ledger_rows": int(ledger["keys"].shape[0])}
     return pack_records({0: base, 1: json.dumps(summary).encode()})
 
 
 def ecall_online_records(rt, payload):
-    """[sealed request | {"now": t}] -> [sealed record bits (b"": refused) | sealed ledger
-    record (b"": nothing counted) | summary JSON]. Charged before any bit leaves."""
+    """[sealed request | {"now": t, "batch_version": v} | the batch sessions' sealed ledger when
+    it changed since the last request] -> [sealed record bits (b"": refused) | sealed ledger
+    record (b"": nothing counted) | summary JSON]. Charged before any bit leaves, against the
+    row's spending in online and batch sessions together."""
     current = role(rt, "passive")
     state = rt.state.get("online_passive")
     if state is None:
@@ -166,7 +171,11 @@ def ecall_online_records(rt, payload):
     parts = unpack_records(payload)
     channel = current.channel(0)
     request = expect(channel.open(parts.get(0, b"")), om.StrictOnlineRequest)
-    now = float(json.loads(parts.get(1, b"{}") or b"{}").get("now", 0.0))
+    told = json.loads(parts.get(1, b"{}") or b"{}")
+    now = float(told.get("now", 0.0))
+    if state["counted"] and int(told.get("batch_version", 0)) != state["batch_version"]:
+        state["batch"] = batch_spending(rt, current.party, parts.get(2, b""), int(told.get("batch_version", 0)))
+        state["batch_version"] = int(told.get("batch_version", 0))
     n = request.n_rows
     if request.model_digest != state["digest"]:
         raise ProtocolError("the active party scores with another model than the one this party's records were "
@@ -185,7 +194,7 @@ def ecall_online_records(rt, payload):
     values, keys = state["codes"].rows(request.handles)  # every row of the table is read
     delta = b""
     if state["counted"]:
-        refused, delta = _charge(rt, current.party, state, keys, request.tags, cost, now, summary)
+        refused, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary)
         if refused:
             return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
     elif state["max_bits_per_row"] and cost > state["max_bits_per_row"]:
@@ -201,85 +210,3 @@ def ecall_online_records(rt, payload):
     sealed = channel.seal(serde.encode(sm.StrictRecordBits(n, ids, np.packbits(bits.reshape(-1)),
                                                            state["output_bits"])))
     return pack_records({0: sealed, 1: delta, 2: json.dumps(summary).encode()})
-
-
-# ---- the online ledger
-
-def _empty_ledger() -> dict:
-    return {"keys": np.zeros((0, KEY_BYTES), np.uint8), "tags": np.zeros((0, sm.TAG_BYTES), np.uint8),
-            "epochs": np.zeros(0), "bits": np.zeros(0, np.int64)}
-
-
-def _context(party: int) -> bytes:
-    return ONLINE_LEDGER + party.to_bytes(4, "big")
-
-
-def _seal_delta(rt, party: int, version: int, base: bool, entries: dict) -> bytes:
-    return rt.seal(serde.encode(om.StrictLedgerDelta(version, base, entries["keys"], entries["tags"],
-                                                     entries["epochs"], entries["bits"])), _context(party))
-
-
-def _replay(rt, party: int, msg: om.StrictOnlineTable) -> tuple[dict, int]:
-    """The log's records, each opened and checked: versions consecutive from a base record,
-    and the last one the host recorded (or one past it: a store it did not finish recording)."""
-    blob = msg.ledger_log.tobytes()
-    records, at = [], 0
-    while at < len(blob):
-        if at + 4 > len(blob):
-            raise ProtocolError("refused: the online ledger log is cut short")
-        size = int.from_bytes(blob[at:at + 4], "big")
-        records.append(expect(rt.unseal(blob[at + 4:at + 4 + size], _context(party)), om.StrictLedgerDelta))
-        at += 4 + size
-    if not records:
-        if msg.ledger_version != 0:
-            raise ProtocolError(f"refused: the host last recorded online ledger version {msg.ledger_version}, and "
-                                "gave no log (a lost or removed ledger would forget every row already scored)")
-        return _empty_ledger(), 0
-    if not records[0].base or any(b.version != a.version + 1 for a, b in zip(records, records[1:])):
-        raise ProtocolError("refused: the online ledger log is not one unbroken chain from a base record")
-    last = records[-1].version
-    if last not in (msg.ledger_version, msg.ledger_version + 1):
-        raise ProtocolError(f"refused: the online ledger log ends at version {last}, and the host last recorded "
-                            f"version {msg.ledger_version} (a rolled back or foreign log)")
-    ledger = {k: np.concatenate([getattr(r, k) for r in records]) for k in ("keys", "tags", "epochs", "bits")}
-    charged = ledger["bits"] > 0
-    return {k: v[charged] for k, v in ledger.items()}, last
-
-
-def _charge(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarray, cost: int, now: float,
-            summary: dict) -> tuple[bool, bytes]:
-    """Charge the rows (a row scored again with the same tag is free); refuse the whole
-    request if any row would pass its daily budget. Every comparison runs over the whole
-    window's ledger, whichever rows are asked."""
-    ledger = state["ledger"]
-    now = max(now, float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
-    live = ledger["epochs"] >= now - DAY_SECONDS
-    stored = ledger["keys"].view(np.uint64).reshape(-1)
-    asked = np.ascontiguousarray(keys).view(np.uint64).reshape(-1)
-    same_row = (stored[:, None] == asked[None, :]) & live[:, None]
-    stored_tags = ledger["tags"].view(np.uint64).reshape(-1, sm.TAG_BYTES // 8)
-    asked_tags = np.ascontiguousarray(tags).view(np.uint64).reshape(-1, sm.TAG_BYTES // 8)
-    same_tag = np.ones_like(same_row)
-    for w in range(sm.TAG_BYTES // 8):
-        same_tag &= stored_tags[:, w][:, None] == asked_tags[:, w][None, :]
-    seen = np.any(same_row & same_tag, axis=0)
-    spent = (ledger["bits"][:, None] * same_row).sum(axis=0)
-    charged = np.where(seen, 0, cost).astype(np.int64)
-    after = spent + charged
-    limit = state["max_bits_per_row"]
-    summary.update(charged_rows=int(np.count_nonzero(charged)), bits=int(charged.sum()),
-                   largest_in_batch=int(after.max(initial=0)))
-    if limit and after.max(initial=0) > limit:
-        summary.update(refused="max_bits_per_row_per_day", detail=f"scoring {keys.shape[0]} row(s) at {cost} bits "
-                       f"each would take {int(np.count_nonzero(after > limit))} of them to up to "
-                       f"{int(after.max())} bits in 24 hours; at most {limit} bits per row per day")
-        return True, b""
-    entries = {"keys": np.ascontiguousarray(keys, dtype=np.uint8), "tags": np.ascontiguousarray(tags, dtype=np.uint8),
-               "epochs": np.full(keys.shape[0], now), "bits": charged}
-    # in here only what was charged (a repeat is already in the window with its tag); the sealed
-    # record holds an entry per row, so its size does not show which rows were new
-    new = charged > 0
-    state["ledger"] = {k: np.concatenate([ledger[k][live], entries[k][new]]) for k in ledger}
-    version = state["version"] = state["version"] + 1
-    summary.update(version=version, window_entries=int(state["ledger"]["keys"].shape[0]))
-    return False, _seal_delta(rt, party, version, False, entries)

@@ -1,0 +1,144 @@
+"""A strict passive enclave's online row ledger, and how batch and online sessions see each
+other's spending, so a row's daily budget is one budget whichever way it is scored.
+
+The online ledger lives in the enclave for a session and leaves as a log of sealed records
+(``StrictLedgerDelta``), one per request, appended by the host before the answer leaves; a
+table load replays the log, checks it is one unbroken chain ending at the version the host
+recorded (or one past: a store it did not finish recording), and seals a base record the log
+starts again from. Rows are named by the first ``KEY_BYTES`` of the host's keyed hash of their
+ids: the batch ledger (``strict/enclave/ledger``) names them by all 16, and each side compares
+the other's keys by that prefix.
+
+Every comparison runs over the window's whole ledger, whichever rows are asked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teeboost.errors import ProtocolError
+from teeboost.protocols.enclave.handshake import expect
+from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.strict.enclave import online_messages as om
+from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, LEDGER_CONTEXT
+from teeboost.protocols.strict.enclave.oblivious_scan import KEY_BYTES
+from teeboost.transport import serde
+
+__all__ = ["ONLINE_LEDGER", "empty_ledger", "seal_record", "replay_log", "charge_online", "batch_spending",
+           "online_spending"]
+
+ONLINE_LEDGER = b"teeboost-strict-online-ledger-v1:"
+
+
+def empty_ledger() -> dict:
+    return {"keys": np.zeros((0, KEY_BYTES), np.uint8), "tags": np.zeros((0, sm.TAG_BYTES), np.uint8),
+            "epochs": np.zeros(0), "bits": np.zeros(0, np.int64)}
+
+
+def _context(party: int) -> bytes:
+    return ONLINE_LEDGER + party.to_bytes(4, "big")
+
+
+def seal_record(rt, party: int, version: int, base: bool, entries: dict) -> bytes:
+    return rt.seal(serde.encode(om.StrictLedgerDelta(version, base, entries["keys"], entries["tags"],
+                                                     entries["epochs"], entries["bits"])), _context(party))
+
+
+def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, int]:
+    """The log's records, each opened and checked: versions consecutive from a base record,
+    and the last one the host recorded (or one past it: a store it did not finish recording)."""
+    records, at = [], 0
+    while at < len(blob):
+        if at + 4 > len(blob):
+            raise ProtocolError("refused: the online ledger log is cut short")
+        size = int.from_bytes(blob[at:at + 4], "big")
+        records.append(expect(rt.unseal(blob[at + 4:at + 4 + size], _context(party)), om.StrictLedgerDelta))
+        at += 4 + size
+    if not records:
+        if host_version != 0:
+            raise ProtocolError(f"refused: the host last recorded online ledger version {host_version}, and "
+                                "gave no log (a lost or removed ledger would forget every row already scored)")
+        return empty_ledger(), 0
+    if not records[0].base or any(b.version != a.version + 1 for a, b in zip(records, records[1:])):
+        raise ProtocolError("refused: the online ledger log is not one unbroken chain from a base record")
+    last = records[-1].version
+    if last not in (host_version, host_version + 1):
+        raise ProtocolError(f"refused: the online ledger log ends at version {last}, and the host last recorded "
+                            f"version {host_version} (a rolled back or foreign log)")
+    ledger = {k: np.concatenate([getattr(r, k) for r in records]) for k in ("keys", "tags", "epochs", "bits")}
+    charged = ledger["bits"] > 0
+    return {k: v[charged] for k, v in ledger.items()}, last
+
+
+def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarray, cost: int, now: float,
+            summary: dict) -> tuple[bool, bytes]:
+    """Charge the rows (a row scored again with the same tag is free); refuse the whole
+    request if any row would pass its daily budget. Every comparison runs over the whole
+    window's ledger, whichever rows are asked."""
+    ledger = state["ledger"]
+    now = max(now, float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
+    live = ledger["epochs"] >= now - DAY_SECONDS
+    stored = ledger["keys"].view(np.uint64).reshape(-1)
+    asked = np.ascontiguousarray(keys).view(np.uint64).reshape(-1)
+    same_row = (stored[:, None] == asked[None, :]) & live[:, None]
+    stored_tags = ledger["tags"].view(np.uint64).reshape(-1, sm.TAG_BYTES // 8)
+    asked_tags = np.ascontiguousarray(tags).view(np.uint64).reshape(-1, sm.TAG_BYTES // 8)
+    same_tag = np.ones_like(same_row)
+    for w in range(sm.TAG_BYTES // 8):
+        same_tag &= stored_tags[:, w][:, None] == asked_tags[:, w][None, :]
+    seen = np.any(same_row & same_tag, axis=0)
+    spent = (ledger["bits"][:, None] * same_row).sum(axis=0) + _spent_in(state["batch"], asked, now)
+    charged = np.where(seen, 0, cost).astype(np.int64)
+    after = spent + charged
+    limit = state["max_bits_per_row"]
+    summary.update(charged_rows=int(np.count_nonzero(charged)), bits=int(charged.sum()),
+                   largest_in_batch=int(after.max(initial=0)))
+    if limit and after.max(initial=0) > limit:
+        summary.update(refused="max_bits_per_row_per_day", detail=f"scoring {keys.shape[0]} row(s) at {cost} bits "
+                       f"each would take {int(np.count_nonzero(after > limit))} of them to up to "
+                       f"{int(after.max())} bits in 24 hours; at most {limit} bits per row per day")
+        return True, b""
+    entries = {"keys": np.ascontiguousarray(keys, dtype=np.uint8), "tags": np.ascontiguousarray(tags, dtype=np.uint8),
+               "epochs": np.full(keys.shape[0], now), "bits": charged}
+    # in here only what was charged (a repeat is already in the window with its tag); the sealed
+    # record holds an entry per row, so its size does not show which rows were new
+    new = charged > 0
+    state["ledger"] = {k: np.concatenate([ledger[k][live], entries[k][new]]) for k in ledger}
+    version = state["version"] = state["version"] + 1
+    summary.update(version=version, window_entries=int(state["ledger"]["keys"].shape[0]))
+    return False, seal_record(rt, party, version, False, entries)
+
+
+def _spent_in(entries: dict, asked: np.ndarray, now: float) -> np.ndarray:
+    """Bits each asked key (8-byte prefixes as uint64) spent in ``entries`` in the window."""
+    if not entries["bits"].size:
+        return np.zeros(asked.size, dtype=np.int64)
+    live = entries["epochs"] >= now - DAY_SECONDS
+    stored = np.ascontiguousarray(entries["keys"][:, :KEY_BYTES]).view(np.uint64).reshape(-1)
+    return ((stored[:, None] == asked[None, :]) & live[:, None]).astype(np.int64).T @ entries["bits"]
+
+
+def batch_spending(rt, party: int, blob: bytes, version: int) -> dict:
+    """The batch sessions' sealed ledger (``strict/enclave/ledger``), opened and checked as a
+    batch session checks it, as entries keyed by prefix."""
+    if not blob:
+        if version != 0:
+            raise ProtocolError(f"refused: the host last stored batch ledger version {version}, and gave none")
+        return empty_ledger()
+    ledger = serde.decode(rt.unseal(bytes(blob), LEDGER_CONTEXT + party.to_bytes(4, "big")))
+    if not isinstance(ledger, sm.StrictLedger) or ledger.version not in (version, version + 1):
+        raise ProtocolError("refused: the batch row ledger is not the one the host last stored")
+    return {"keys": np.ascontiguousarray(ledger.keys[:, :KEY_BYTES]), "tags": ledger.tags, "epochs": ledger.epochs,
+            "bits": ledger.bits}
+
+
+def online_spending(rt, party: int, blob: bytes, version: int, now: float) -> dict[bytes, int]:
+    """For a batch session: bits spent online per row key prefix in the window."""
+    if not blob and version == 0:
+        return {}
+    ledger, _ = replay_log(rt, party, blob, version)
+    live = ledger["epochs"] >= now - DAY_SECONDS
+    spent: dict[bytes, int] = {}
+    for key, bits in zip(ledger["keys"][live], ledger["bits"][live]):
+        spent[key.tobytes()] = spent.get(key.tobytes(), 0) + int(bits)
+    return spent
