@@ -15,6 +15,8 @@ from hypothesis.extra import numpy as hnp
 
 import teeboost.deploy.messages  # noqa: F401  (every module that registers message types)
 import teeboost.parties.psi  # noqa: F401
+import teeboost.protocols.online  # noqa: F401
+import teeboost.protocols.strict.enclave.online_messages  # noqa: F401
 import teeboost.protocols.registry as registry  # noqa: F401
 from teeboost.errors import ProtocolError
 from teeboost.protocols.messages import RouteRequest
