@@ -228,3 +228,47 @@ def test_request_stop_ends_wait_and_a_channel_sees_the_reply(certs):
     assert stopped == [True]
     assert server.open_file_limit is not None and server.open_file_limit[1] >= server.open_file_limit[0]
     server.stop()  # stopping again is harmless
+
+
+def test_online_sessions_are_served_beside_a_long_request_and_in_order_each(certs):
+    """The online lane: while the main lane is busy with a slow request (a training step),
+    requests of online sessions are answered at once, several sessions at a time, each
+    session's requests in order; a replayed online request is refused like any other."""
+    release = threading.Event()
+    seen = []
+
+    def main(msg):
+        release.wait(20)
+        return Ack()
+
+    def online(msg):
+        seen.append(msg.n_rows)
+        return Ack()
+
+    server = PartyServer(main, name="passive-1", listen="127.0.0.1:0", tls=certs["passive-1"],
+                         online_handler=online).start()
+    peer = [Peer(1, "passive-1", f"127.0.0.1:{server.port}")]
+    slow = GrpcChannel(peer, sender="active", tls=certs["active"], timeout=30)
+    fast = [GrpcChannel(peer, sender="active", tls=certs["active"], timeout=30, online=True) for _ in range(3)]
+    try:
+        blocked = threading.Thread(target=lambda: slow.request(1, Hello("plain", 1, 0, 32)))
+        blocked.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        for round_ in range(3):
+            for k, channel in enumerate(fast):
+                assert isinstance(channel.request(1, Hello("plain", 1, 10 * k + round_, 32)), Ack)
+        assert time.monotonic() - started < 5.0 and blocked.is_alive()  # the main lane is still busy
+        assert sorted(seen) == sorted(10 * k + r for k in range(3) for r in range(3))
+        # a replay of an online session's first request (sequence 1 again, other bytes) is refused
+        call = client(certs, "active", server.port)[1]
+        session = fast[0]._session
+        assert session.startswith(b"online")
+        code = refused(call, envelope(session, 1, hello(99)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        release.set()
+        blocked.join(10)
+        for channel in [slow, *fast]:
+            channel.close()
+        server.stop()
