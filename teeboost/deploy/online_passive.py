@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.tree import OwnerTable, record_goes_left
+from ..core.vector_routing import RecordArrays
 from ..errors import ProtocolError
 from ..microbatch import MicroBatcher
 from ..model_files import PassiveModel, load_passive, passive_file
 from ..policy import DAY_SECONDS, PolicyRefused
-from teeboost.protocols.enclave.partition import decode_row_sets
 from teeboost.protocols.messages import RouteReply
 from teeboost.protocols.online import (STALE_IDS, OnlineBlind, OnlineBlinded, OnlineIdsAsk, OnlineIdSet, OnlineRoute,
                                        OnlineSealed)
@@ -64,7 +63,7 @@ class _Snapshot:
 @dataclass
 class _ServedModel:
     model: PassiveModel
-    owner: OwnerTable
+    records: RecordArrays
     features: np.ndarray  # (n, f) this party's columns as the model reads them, in handle order
 
 
@@ -171,37 +170,31 @@ class OnlineService:
         k = int(handles.size)
         if not 1 <= k <= 4096 or handles.min() < 0 or handles.max() >= snap.ids.n or np.unique(handles).size != k:
             raise ProtocolError(f"an online request names 1 to 4096 distinct rows of the {snap.ids.n} in the id set")
-        if msg.encodings.size != msg.records.size:
-            raise ProtocolError("one row set per routing question")
+        rows = msg.rows.astype(np.int64) if k > 1 else np.zeros(msg.records.size, dtype=np.int64)
+        if rows.size != msg.records.size or (rows.size and rows.max() >= k):
+            raise ProtocolError("each online routing question names one of the request's rows")
         self._check_budget("max_prediction_rows_per_day", used_rows, k)
-        groups = decode_row_sets(msg.encodings, msg.offsets, msg.payload, k, "online routing question")
-        records = [served.owner.get(int(r)) for r in msg.records]  # unknown ids are refused here
-        self._check_paths(served, records, groups, k)
-        keys = None
+        at = served.records.positions(msg.records)  # unknown ids are refused here
+        self._check_paths(served, at, rows)
         if self.service.ledger is not None:
             ids = snap.data.ids
             keys = self.service.ledger.row_keys([ids[int(snap.ids.order[h])] for h in handles])
-            per_row = np.bincount(np.concatenate(groups), minlength=k) if groups else np.zeros(k, np.int64)
-            self.service.ledger.charge(keys, per_row, self.service.policy.max_bits_per_row_per_day,
-                                       f"answering {int(per_row.sum())} online routing question(s)")
-        answers = [record_goes_left(record, served.features[handles[rows], record.feature])
-                   for record, rows in zip(records, groups)]
-        flat = np.concatenate(answers) if answers else np.empty(0, dtype=bool)
-        return RouteReply(int(flat.size), np.packbits(flat))
+            self.service.ledger.charge(keys, np.bincount(rows, minlength=k), self.service.policy.max_bits_per_row_per_day,
+                                       f"answering {rows.size} online routing question(s)")
+        answers = served.records.go_left(served.features[handles], rows, msg.records)
+        return RouteReply(int(answers.size), np.packbits(answers))
 
-    def _check_paths(self, served: _ServedModel, records, groups, k: int) -> None:
-        """A row is asked about at most ``max_depth`` of this party's records per tree: a path's
-        worth, as in batch prediction (more would reveal its place at every split)."""
+    def _check_paths(self, served: _ServedModel, at: np.ndarray, rows: np.ndarray) -> None:
+        """A row is asked about at most ``max_depth`` of this party's records per tree in one
+        request: a path's worth, as in batch prediction (more would reveal its place at every
+        split)."""
         depth = served.model.max_depth if served.model.max_depth is not None else self.service.policy.max_depth
-        if depth is None or not records:
+        if depth is None or not rows.size:
             return
-        trees = np.repeat([r.tree for r in records], [g.size for g in groups])
-        rows = np.concatenate(groups)
-        if rows.size:
-            _, counts = np.unique(rows.astype(np.int64) * (1 << 32) + trees, return_counts=True)
-            if counts.max() > depth:
-                raise ProtocolError(f"an online request asks about a row at {int(counts.max())} of party "
-                                    f"{self.config.name!r}'s splits in one tree; a path crosses at most {depth}")
+        _, counts = np.unique(rows * (1 << 32) + served.records.trees[at], return_counts=True)
+        if counts.max() > depth:
+            raise ProtocolError(f"an online request asks about a row at {int(counts.max())} of party "
+                                f"{self.config.name!r}'s splits in one tree; a path crosses at most {depth}")
 
     def _model(self, digest: str, snap: _Snapshot) -> _ServedModel:
         with self._lock:
@@ -222,7 +215,8 @@ class OnlineService:
                                 f"{', '.join(map(repr, missing))}")
         ordered = snap.data.take(snap.ids.order)
         features = ordered.conform(model.feature_names, model.vocabularies, "the model").features
-        served = _ServedModel(model, model.owner, np.ascontiguousarray(features, dtype=np.float64))
+        served = _ServedModel(model, RecordArrays.from_owner(model.owner),
+                              np.ascontiguousarray(features, dtype=np.float64))
         with self._lock:
             self._models[(digest, snap.ids.version)] = served
             while len(self._models) > MODELS_HELD:

@@ -71,17 +71,15 @@ class OnlineBlinded:
 @message
 @dataclass(frozen=True)
 class OnlineRoute:
-    """Routing questions about rows given by handle (positions in the id set of ``version``):
-    question j asks whether record ``records[j]`` sends each row of its row set left; row
-    sets index ``handles`` (encoded as ``teeboost.protocols.enclave.partition`` encodes them)."""
+    """One level's routing questions about rows given by handle (positions in the id set of
+    ``version``): question j asks whether row ``rows[j]`` (an index into ``handles``; empty
+    when there is one row) goes left at record ``records[j]``. Answered by ``RouteReply``."""
 
     model_digest: str
     version: str
     handles: np.ndarray = array_field("int64", 1)
-    records: np.ndarray = array_field("int64", 1)
-    encodings: np.ndarray = array_field("uint8", 1)
-    offsets: np.ndarray = array_field("int64", 1)
-    payload: np.ndarray = array_field("uint8", 1)
+    records: np.ndarray = array_field("int32", 1)
+    rows: np.ndarray = array_field("uint16", 1)
 
 
 @message

@@ -19,14 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.predict import RoutingOracle
-from ..core.routing import Router
+from ..core.vector_routing import EnsembleArrays, RecordArrays
 from ..errors import PeerUnavailable as TransportUnavailable, ProtocolError, TeeboostError
 from ..microbatch import MicroBatcher
 from ..model_files import load_active
 from ..parties.active import ensemble_digest
 from ..transport.grpc_transport import GrpcChannel
-from teeboost.protocols.enclave.partition import encode_row_sets
 from teeboost.protocols.messages import RouteReply
 from teeboost.protocols.online import STALE_IDS, OnlineRoute
 from .id_cache import BlindedIdCache
@@ -35,38 +33,6 @@ from .scorer import PeerUnavailable, ScoredRows
 __all__ = ["FederatedScorer"]
 
 MAX_BATCH_ROWS = 1024  # rows scored together (larger requests are scored in several batches)
-
-
-class _OnlineOracle(RoutingOracle):
-    """Own splits answered here; a passive party's by ``OnlineRoute`` on the batch's handles."""
-
-    def __init__(self, scorer: "FederatedScorer", channel, raw: np.ndarray, handles: dict[int, np.ndarray]) -> None:
-        self.scorer, self.channel, self.raw, self.handles = scorer, channel, raw, handles
-        self.rounds = 0
-
-    def route(self, questions):
-        answers = {}
-        requests = {}
-        for party, asked in questions.items():
-            if party == 0:
-                answers[0] = self.scorer._router.answers(self.scorer.model.owner, "online", self.raw, asked)
-                continue
-            k = self.handles[party].size
-            encodings, offsets, payload = encode_row_sets([rows for _, rows in asked], k)
-            records = np.array([record for record, _ in asked], dtype=np.int64)
-            requests[party] = OnlineRoute(self.scorer.digest, self.scorer.caches[party].version,
-                                          self.handles[party], records, encodings, offsets, payload)
-        if requests:
-            self.rounds += 1
-            for party, reply in self.channel.request_all(requests).items():
-                sizes = [rows.size for _, rows in questions[party]]
-                total = int(sum(sizes))
-                if not isinstance(reply, RouteReply) or reply.n_answers != total or reply.bits.size != (total + 7) // 8:
-                    raise ProtocolError(f"passive party {party} answered {getattr(reply, 'n_answers', '?')} online "
-                                        f"routing questions, expected {total}")
-                flat = np.unpackbits(reply.bits, count=total).astype(bool)
-                answers[party] = np.split(flat, np.cumsum(sizes)[:-1])
-        return answers
 
 
 class FederatedScorer:
@@ -87,7 +53,8 @@ class FederatedScorer:
         self.timeout = float(getattr(config, "serving_timeout", None) or 2.0)
         self.caches = {p.index: BlindedIdCache(p.index, p.name) for p in config.peers}
         self._names = {p.index: p.name for p in config.peers}
-        self._router = Router(None)
+        self._trees = EnsembleArrays(self.model.ensemble)
+        self._own = RecordArrays.from_owner(self.model.owner)
         self._channel: GrpcChannel | None = None
         self._channel_lock = threading.Lock()
         self._strict = None
@@ -183,7 +150,7 @@ class FederatedScorer:
             chosen = rows[group]
             part = {p: h[chosen] for p, h in handles.items()}
             margin = (self._strict.margin(channel, raw[chosen], part) if self._strict is not None
-                      else self.model.ensemble.margin(chosen.size, _OnlineOracle(self, channel, raw[chosen], part)))
+                      else self._trees.margin(chosen.size, self._asker(channel, raw[chosen], part)))
             values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, width)
         sent = channel.traffic.to_dict()["bytes_total"] - before
         self.counts["batches"] += 1
@@ -191,6 +158,22 @@ class FederatedScorer:
         self.counts["unmatched"] += len(ids) - int(rows.size)
         self.counts["bytes"] += sent
         return values, reasons, sent
+
+    def _asker(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray]):
+        """Own questions answered here; a passive party's, one ``OnlineRoute`` per level."""
+        def ask(party: int, records: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            if party == 0:
+                return self._own.go_left(raw, rows, records)
+            k = handles[party].size
+            request = OnlineRoute(self.digest, self.caches[party].version, handles[party], records.astype(np.int32),
+                                  rows.astype(np.uint16) if k > 1 else np.zeros(0, np.uint16))
+            reply = channel.request(party, request)
+            if not isinstance(reply, RouteReply) or reply.n_answers != records.size \
+                    or reply.bits.size != (records.size + 7) // 8:
+                raise ProtocolError(f"passive party {party} answered {getattr(reply, 'n_answers', '?')} online "
+                                    f"routing questions, expected {records.size}")
+            return np.unpackbits(reply.bits, count=records.size).astype(bool)
+        return ask
 
     def _handles(self, channel, ids: list[str]) -> dict[int, np.ndarray]:
         """Each passive party's handles for ``ids`` (its id set fetched first if not held, or
