@@ -103,7 +103,7 @@ def test_the_reported_case_scheme_in_training(tmp_path):
     ('\nscheme = "ou"\n', "scheme belongs in [protocol], not the top level"),
     ("\n[trainig]\nn_trees = 3\n", "unknown table [trainig] (did you mean [training]?)"),
     ("\n[training]\nn_tree = 3\n", "[training] has unknown field(s) n_tree (did you mean n_trees?)"),
-    ('\n[[peers]]\nindex = 2\nname = "x"\naddress = "h:1"\nlisten = "h:2"\n', "listen belongs in [party], not [peers]"),
+    ('\n[[peers]]\nindex = 2\nname = "x"\naddress = "h:1"\nlisten = "h:2"\n', "listen belongs in [party] or [serving], not [peers]"),
 ], ids=["top-level", "table-typo", "key-typo", "peers-entry"])
 def test_unknown_and_top_level_keys_are_named(tmp_path, text, message):
     path = tmp_path / "active.toml"

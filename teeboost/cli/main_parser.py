@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import attack, audit, bench, certs, disclosure, explain, party, predict, tee, train
+from . import attack, audit, bench, certs, disclosure, explain, party, predict, serve, tee, train
 from .common import _DefaultsHelpFormatter, _version
 
 
@@ -20,6 +20,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     train.add_train(sub)
     predict.add_predict(sub)
+    serve.add_serve(sub)
     party.add_demo(sub)
     party.add_example_data(sub)
     attack.add_attack(sub)

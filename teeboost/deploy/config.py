@@ -1,7 +1,7 @@
 """``party.toml``: everything one party needs to run on its own host, validated on load.
 
 Tables: [party], [tls], [[peers]] (active), [training] (active), [protocol], [tee],
-[attestation], [compute], [network], [policy], [audit]. Every key, its type, default and
+[attestation], [compute], [network], [policy], [serving] (active), [audit]. Every key, its type, default and
 meaning is in ``teeboost.deploy.config_schema``, which this parser reads (kinds, defaults, the
 keys each table takes) and ``docs/configuration.md`` is generated from.
 
@@ -23,6 +23,7 @@ from ..number_format import NumberFormat
 from ..errors import ConfigError
 from ..federation import set_compute
 from ..policy import Policy
+from ..serving.settings import ServingSettings
 from teeboost.protocols.env import ProtocolEnv
 from ..tee.identity import PartyIdentity
 from ..tee.simulated import SimulatedPlatform
@@ -69,6 +70,7 @@ class PartyConfig:
     active_party: str = "active"
     compute: ComputeOptions = field(default_factory=ComputeOptions)
     number_format: NumberFormat = field(default_factory=NumberFormat)  # [party] decimal, thousands
+    serving: ServingSettings = field(default_factory=ServingSettings)  # active: [serving], teeboost serve
 
 
 def _get(table: dict, key: str, kind, where: str, default: Any = ..., path: Path | None = None):
@@ -239,6 +241,10 @@ def load_config(path: str | Path) -> PartyConfig:
             attestation["collateral"] = str(base / _value(attestation, "attestation", "collateral", path))
         config.attestation = attestation
     config.policy = Policy.from_table(raw.get("policy"), str(path), role)
+    serving = raw.get("serving", {})
+    if not isinstance(serving, dict):
+        raise ConfigError(f"{path}: [serving] must be a table")
+    config.serving = ServingSettings.from_table(serving, path)
     audit = raw.get("audit", {})
     config.audit_log = base / _value(audit, "audit", "log", path, default=f"audit-{name}.jsonl")
     network = raw.get("network", {})

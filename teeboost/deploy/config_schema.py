@@ -255,6 +255,22 @@ TABLES: tuple[Table, ...] = (
     )),
     Table("policy", "What this party agrees to serve (teeboost/policy.py, docs/hardening.md). A passive party "
                     "gets safe defaults for what it leaves out; \"none\" lifts a limit.", _policy_keys()),
+    Table("serving", "The active party's scoring service, `teeboost serve --config` (docs/serving.md); its flags "
+                     "override these keys.", (
+        Key("listen", "string", 'address the HTTP API listens on ("host:port"; port 0: any free port)',
+            "127.0.0.1:8080", kind=str),
+        Key("models", "table", 'served model name = "directory" of this party\'s model, or a list of directories '
+                               "(versions served at once; the first answers requests that pin none)",
+            default_text='`{default = "<model_dir>"}`'),
+        Key("fallback_model", "string or table", "the served model (trained on this party's columns only) that "
+                                                 "scores rows the others could not; a table maps model name = "
+                                                 "fallback name", None),
+        Key("on_unmatched", "string or table", 'what a row the model could not score gets (a passive party lacks '
+                                               'its id, or is down): "error" (saying why) or "fallback" (to '
+                                               "fallback_model, flagged); a table maps model name = policy", None,
+            default_text='`"fallback"` with a fallback_model, else `"error"`'),
+        Key("max_rows_per_request", "integer", "rows one request may carry (413 beyond)", 1000, kind=int),
+    ), role="active"),
     Table("audit", "This party's own audit log (`teeboost audit show`).", (
         Key("log", "path", "the JSON-lines audit log", kind=str, default_text='`"audit-<name>.jsonl"` beside the '
                                                                             "config"),

@@ -5,6 +5,17 @@ operator, rows carry every column) and ``FederatedScorer`` (the active party's m
 passive parties online over gRPC; rows carry the active party's columns and an id). The
 service decides what happens to a row a scorer could not score (an error, or a named
 active-only model, ``teeboost.serving.fallback``), so that decision is the same for both.
+
+Beyond the protocol, a scorer may offer what the service then reports (looked up with
+``getattr``, so a scorer without them is still a scorer):
+
+- ``health() -> dict``: its peers' reachability, shown per model by ``GET /healthz``;
+- ``budget() -> dict[str, float]``: privacy or quota budget used, exported as a gauge;
+- ``enclaves: str``: "simulated" or "hardware" for an enclave protocol (unsaid: "simulated",
+  the only backend this build has, so an enclave model is never reported as protected);
+- ``party_columns: list[tuple[str, list[str]]]``: rows carry several parties' columns
+  (``LocalScorer``); a row giving none of a passive party's columns is one that party does
+  not hold, and is left unscored as the federated scorer leaves an id a party lacks.
 """
 
 from __future__ import annotations
@@ -15,8 +26,9 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import PeerUnavailable as _TransportUnavailable
+from ..policy import TEE_PROTOCOLS
 
-__all__ = ["ScoredRows", "Scorer", "PeerUnavailable"]
+__all__ = ["ScoredRows", "Scorer", "PeerUnavailable", "enclaves_of", "plain_label"]
 
 
 class PeerUnavailable(_TransportUnavailable):
@@ -58,3 +70,16 @@ class Scorer(Protocol):
         Raises ``PeerUnavailable`` when no row could be scored because a party is down."""
 
     def close(self) -> None: ...
+
+
+def enclaves_of(scorer: Scorer) -> str | None:
+    """What the enclaves of a scorer's protocol are ("simulated" unless it says otherwise);
+    None for protocols without enclaves."""
+    if scorer.protocol not in TEE_PROTOCOLS:
+        return None
+    return getattr(scorer, "enclaves", None) or "simulated"
+
+
+def plain_label(label):
+    """A class label as JSON writes it (numpy scalars become Python numbers)."""
+    return label.item() if isinstance(label, np.generic) else label
