@@ -56,7 +56,7 @@ class RowLedger:
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB)")
             self._db.execute("CREATE TABLE IF NOT EXISTS spent (row BLOB, hour INTEGER, bits INTEGER, "
                              "PRIMARY KEY (row, hour)) WITHOUT ROWID")

@@ -60,20 +60,19 @@ def _loader(args: argparse.Namespace, config):
         if config is None or not load_active(directory / "active.json").passive_parties:
             return LocalScorer(name, directory, allow_simulated_tee=args.allow_simulated_tee or
                                bool(config and config.options.allow_simulated_tee))
-        try:
-            from ..serving.federated import FederatedScorer
-        except ModuleNotFoundError as exc:
-            if exc.name != "teeboost.serving.federated":
-                raise
-            raise ConfigError("serving with passive parties online (--config) needs teeboost.serving.federated, "
-                              "which this build of teeboost does not have yet; serve a local model directory "
-                              "(every party's files) with --model NAME=DIR") from None
+        from ..serving.federated import FederatedScorer
+
         return FederatedScorer(config, name, directory)
 
     return load
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..deploy.passive import SWITCH_INTERVAL
+
+    sys.setswitchinterval(SWITCH_INTERVAL)  # the HTTP loop, its threads and the batcher hand work to each other
     from ..serving.app import create_app
     from ..serving.registry import Registry
     from ..serving.server import bind, run

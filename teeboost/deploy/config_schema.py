@@ -270,6 +270,8 @@ TABLES: tuple[Table, ...] = (
                                                "fallback_model, flagged); a table maps model name = policy", None,
             default_text='`"fallback"` with a fallback_model, else `"error"`'),
         Key("max_rows_per_request", "integer", "rows one request may carry (413 beyond)", 1000, kind=int),
+        Key("timeout", "number", "seconds a passive party has to answer an online scoring request before the "
+                                 "request fails fast (or falls back): a party down or stalled", 2.0, kind=float),
     ), role="active"),
     Table("audit", "This party's own audit log (`teeboost audit show`).", (
         Key("log", "path", "the JSON-lines audit log", kind=str, default_text='`"audit-<name>.jsonl"` beside the '

@@ -124,9 +124,10 @@ class OnlineService:
         raise ProtocolError(f"{type(msg).__name__} is not an online scoring request")
 
     def _serve_blinds(self, batch: list[OnlineBlind]) -> list[Any]:
-        """Each request charged to ``max_psi_ids_per_day`` in turn; one audit line per batch."""
+        """Each id asked is charged to ``max_psi_ids_per_day`` and, as a row it may score, to
+        ``max_prediction_rows_per_day``, request by request; one audit line per batch."""
         results: list[Any] = []
-        used = self._usage("max_psi_ids_per_day")
+        used = {rule: self._usage(rule) for rule in ("max_psi_ids_per_day", "max_prediction_rows_per_day")}
         asked = 0
         for msg in batch:
             try:
@@ -134,36 +135,36 @@ class OnlineService:
                 k = int(msg.points.shape[0]) if msg.points.ndim == 2 else 0
                 if not 1 <= k <= 4096:
                     raise ProtocolError(f"an online request names 1 to 4096 ids, not {k}")
-                self._check_budget("max_psi_ids_per_day", used + asked, k)
+                for rule, spent in used.items():
+                    self._check_budget(rule, spent + asked, k)
                 results.append(OnlineBlinded(snap.ids.version, snap.ids.blind(msg.points)))
                 asked += k
             except Exception as exc:  # noqa: BLE001 - this request is refused, not the batch
                 results.append(self._told(msg, exc))
         if asked:
-            self.service.audit.write("align", peer=self.service.peer, purpose="online", ids=asked,
-                                     requests=len(batch))
+            self.service.audit.write("online", peer=self.service.peer, ids=asked, requests=len(batch))
+            self.served["online_requests"] += len(batch)
+            self.served["online_rows"] += asked
         return results
 
     def _serve_routes(self, batch: list[OnlineRoute]) -> list[Any]:
+        """One audit line per batch (not counted: the rows were counted when their ids came)."""
         results: list[Any] = []
-        used = self._usage("max_prediction_rows_per_day")
         rows = answered = 0
         for msg in batch:
             try:
-                reply = self._route(msg, used + rows)
+                reply = self._route(msg)
                 results.append(reply)
                 rows += int(msg.handles.size)
                 answered += reply.n_answers
             except Exception as exc:  # noqa: BLE001
                 results.append(self._told(msg, exc))
         if rows:
-            self.service.audit.write("predict", peer=self.service.peer, dataset="online", rows=rows,
-                                     requests=len(batch), questions=answered)
-            self.served["online_requests"] += len(batch)
-            self.served["online_rows"] += rows
+            self.service.audit.write("online route", peer=self.service.peer, rows=rows, requests=len(batch),
+                                     questions=answered)
         return results
 
-    def _route(self, msg: OnlineRoute, used_rows: int) -> RouteReply:
+    def _route(self, msg: OnlineRoute) -> RouteReply:
         snap = self._current(msg.version)
         served = self._model(msg.model_digest, snap)
         handles = msg.handles
@@ -173,7 +174,6 @@ class OnlineService:
         rows = msg.rows.astype(np.int64) if k > 1 else np.zeros(msg.records.size, dtype=np.int64)
         if rows.size != msg.records.size or (rows.size and rows.max() >= k):
             raise ProtocolError("each online routing question names one of the request's rows")
-        self._check_budget("max_prediction_rows_per_day", used_rows, k)
         at = served.records.positions(msg.records)  # unknown ids are refused here
         self._check_paths(served, at, rows)
         if self.service.ledger is not None:

@@ -96,11 +96,8 @@ class StrictOnlinePassive:
                 self._batch_version = told["batch_version"]
             if parts[1]:
                 ledger.append_online(parts[1], int(summary["version"]))
-        self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="strict",
-                                 rows=int(summary["rows"]), charged_rows=summary.get("charged_rows"),
-                                 bits=summary.get("bits"))
-        self.online.served["online_requests"] += 1
-        self.online.served["online_rows"] += int(summary["rows"])
+        self.service.audit.write("online route", peer=self.service.peer, protocol="strict", rows=int(summary["rows"]),
+                                 charged_rows=summary.get("charged_rows"), bits=summary.get("bits"))
         return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
 
     def _load(self, snap) -> None:

@@ -61,6 +61,7 @@ from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile
 
 __all__ = ["PassiveService", "serve_passive"]
 
+SWITCH_INTERVAL = 0.0005  # seconds (Python's default is 0.005)
 STALE_RUN_SECONDS = 600.0  # a live run with no request for this long may be replaced by a new one
 #: Refusals a peer hears verbatim: about the protocol or the policy, from the message itself.
 #: Anything else (the party's data, files, a fault) is reported as a reason code and a reference.
@@ -462,6 +463,9 @@ HARDWARE_CHECKED = ("onetee",)
 def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dict[str, Any]:
     """Serve until the active party sends ``Shutdown`` or this process gets SIGTERM or SIGINT
     (both stop it cleanly: the audit log is closed); returns what it served."""
+    # threads hand requests to each other (transport loop, lanes, micro-batchers): a short GIL
+    # switch interval keeps each handoff from waiting out another thread's 5 ms default slice
+    sys.setswitchinterval(SWITCH_INTERVAL)
     service = PassiveService(config)
     server = PartyServer(service.handle, name=config.name, listen=config.listen, tls=config.tls,
                          insecure=config.insecure, client_name=config.active_party,

@@ -92,6 +92,9 @@ def create_app(registry: Registry, *, max_rows: int = DEFAULT_MAX_ROWS, max_body
         if outcome.peer_down:
             metrics.errors.labels(model, "peer_unavailable").inc()
         metrics.scoring.labels(model).observe(outcome.seconds)
+        sent = outcome.traffic.get("bytes_total", outcome.traffic.get("bytes"))
+        if isinstance(sent, (int, float)) and sent > 0:
+            metrics.party_bytes.labels(model).inc(sent)
         result = answer(main.scorer, ids, outcome)
         metrics.rows_answered(model, result["counts"])
         return JSONResponse(result)

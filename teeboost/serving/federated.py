@@ -50,7 +50,8 @@ class FederatedScorer:
         self.classes = list(self.model.ensemble.classes or [])
         self.feature_names = list(self.model.feature_names)
         self.vocabularies = dict(self.model.vocabularies)
-        self.timeout = float(getattr(config, "serving_timeout", None) or 2.0)
+        self.timeout = float(getattr(config.serving, "timeout", None) or 2.0)
+        self.enclaves = "simulated" if self.protocol in ("ntee", "onetee", "strict") else None
         self.caches = {p.index: BlindedIdCache(p.index, p.name) for p in config.peers}
         self._names = {p.index: p.name for p in config.peers}
         self._trees = EnsembleArrays(self.model.ensemble)

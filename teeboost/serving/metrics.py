@@ -80,6 +80,9 @@ class Metrics:
                             registry=r)
         self.errors = Counter("teeboost_serve_errors", "errors: peer_unavailable, internal, reload_failed",
                               ["model", "kind"], registry=r)
+        self.party_bytes = Counter("teeboost_party_bytes", "bytes on the wire between the parties to score requests "
+                                   "(both ways; a micro-batch's bytes shared by its requests in proportion to rows)",
+                                   ["model"], registry=r)
         self.reloads = Counter("teeboost_serve_reloads", "model directories looked at by a reload", ["model", "result"],
                                registry=r)
         r.register(_Live(registry))

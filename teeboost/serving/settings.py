@@ -38,6 +38,7 @@ class ServingSettings:
     fallback_model: str | dict[str, str] | None = None
     on_unmatched: str | dict[str, str] | None = None
     max_rows_per_request: int = 1000
+    timeout: float = 2.0  # seconds a passive party has to answer an online request
 
     @classmethod
     def from_table(cls, table: dict, path: Path) -> "ServingSettings":
@@ -56,6 +57,9 @@ class ServingSettings:
             if not values or not all(isinstance(v, str) and v for v in values):
                 raise ConfigError(f"{where} models.{name} = {value!r} must be a directory, or a list of directories")
             dirs[name] = tuple(path.parent / v for v in values)
+        timeout = table.get("timeout", 2.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600:
+            raise ConfigError(f"{where} timeout = {timeout!r} must be a number of seconds in (0, 600]")
         rows = table.get("max_rows_per_request", 1000)
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
             raise ConfigError(f"{where} max_rows_per_request = {rows!r} must be an integer >= 1")
@@ -64,7 +68,7 @@ class ServingSettings:
         for value in ([on_unmatched] if isinstance(on_unmatched, str) else (on_unmatched or {}).values()):
             if value not in ON_UNMATCHED:
                 raise ConfigError(f"{where} on_unmatched = {value!r} must be 'error' or 'fallback'")
-        return cls(listen, dirs, fallback, on_unmatched, rows)
+        return cls(listen, dirs, fallback, on_unmatched, rows, float(timeout))
 
 
 def _name_or_table(value, where: str, what: str) -> str | dict[str, str] | None:

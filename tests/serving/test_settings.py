@@ -3,7 +3,6 @@ the file, the table, the key and the value."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -88,12 +87,7 @@ def test_per_model_policies_and_fallbacks():
         model_specs(models, None, "fallback")
 
 
-def test_serving_a_federated_model_names_what_it_needs(models, tmp_path, capsys):
-    path = config(tmp_path, f'\n[serving.models]\ncredit = "{models.credit}"\n')
-    code = main(["serve", "--config", str(path), "--port", "0"])
-    err = capsys.readouterr().err
-    if importlib.util.find_spec("teeboost.serving.federated") is None:
-        assert code == 2 and "needs teeboost.serving.federated" in err and "--model NAME=DIR" in err
+def test_serve_runs_at_the_active_party_only(models, tmp_path, capsys):
     passive = tmp_path / "passive.toml"
     passive.write_text(ACTIVE.replace('role = "active"', 'role = "passive"').replace('label = "y"', 'index = 1\n'
                        'listen = "127.0.0.1:0"').split("[[peers]]")[0])
