@@ -23,6 +23,7 @@ import numpy as np
 
 from teeboost.core.model import Ensemble
 from teeboost.core.release import quantize_margins
+from teeboost.core.vector_routing import EnsembleArrays, RecordArrays
 from teeboost.errors import ProtocolError
 from teeboost.protocols.enclave.handshake import expect, role
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
@@ -52,7 +53,10 @@ def ecall_online_model(rt, payload):
     digest = sm.model_digest(json.loads(json.dumps(ensemble.to_dict())))
     own = sm.StrictPredictIn(msg.model, 0, msg.own_ids, msg.own_features, msg.own_thresholds, msg.own_missing_left,
                              msg.own_categories, np.zeros((0, 0)))
-    rt.state["online"] = {"ensemble": ensemble, "digest": digest, "own": msg,
+    rt.state["online"] = {"ensemble": ensemble, "digest": digest, "own": msg, "ids": {},
+                          "trees": EnsembleArrays(ensemble),
+                          "own_records": RecordArrays(msg.own_ids, msg.own_features, msg.own_thresholds,
+                                                      msg.own_missing_left, msg.own_categories),
                           "tag_key": digest + _own_records_digest(own)}
     return digest
 
@@ -83,8 +87,6 @@ def ecall_online_begin(rt, payload):
 
 def ecall_online_finish(rt, payload):
     """Every passive enclave's sealed record bits for the pending batch -> its margins."""
-    from teeboost.protocols.strict.enclave.program import _BitsOracle
-
     current = role(rt, "active")
     state = rt.state.get("online")
     if state is None or state.get("pending") is None:
@@ -101,16 +103,45 @@ def ecall_online_finish(rt, payload):
             raise ProtocolError(f"party {party} names {answer.output_bits} output bits")
         if answer.output_bits:
             precision.append(answer.output_bits)
-        if answer.n_rows != n or answer.bits.size != (answer.ids.size * n + 7) // 8:
+        known = state["ids"].get(party)
+        if answer.ids.size:  # the session's first answer names its records; later ones keep the order
+            if known is not None:
+                raise ProtocolError(f"party {party} named its records twice in one session")
+            known = state["ids"][party] = _Named(answer.ids)
+        if known is None:
+            raise ProtocolError(f"party {party} never named its records in this session")
+        if answer.n_rows != n or answer.bits.size != (known.size * n + 7) // 8:
             raise ProtocolError(f"party {party} evaluated other rows than the ones to score")
-        flat = np.unpackbits(answer.bits, count=answer.ids.size * n).astype(bool)
-        bits[party] = {int(i): flat[j * n:(j + 1) * n] for j, i in enumerate(answer.ids)}
-    own = state["own"]
-    mine = sm.go_left_by_record(own.own_ids, own.own_features, own.own_thresholds, own.own_missing_left,
-                                own.own_categories, raw)
+        bits[party] = (known, np.unpackbits(answer.bits, count=known.size * n).astype(bool).reshape(known.size, n))
+    own = state["own_records"]
+
+    def ask(party, records, rows):
+        if party == 0:
+            return own.go_left(raw, rows, records)
+        if party not in bits:
+            raise ProtocolError(f"party {party} has no split records here")
+        named, table = bits[party]
+        return table[named.positions(records), rows]
+
     ensemble = state["ensemble"]
-    margin = ensemble.margin(n, _BitsOracle(mine, bits))
+    margin = state["trees"].margin(n, ask)
     return serde.encode(sm.StrictPredictions(quantize_margins(ensemble, margin, min(precision, default=0))))
+
+
+class _Named:
+    """A passive party's record ids in the order of its answers: ascending, then padding
+    (id 0) to the run's positions; the ascending prefix holds the records."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.size = int(ids.size)
+        rising = np.concatenate([[True], ids[1:] > ids[:-1]]) if ids.size else np.zeros(0, bool)
+        count = int(np.argmin(rising)) if not rising.all() else ids.size
+        real = ids[:count]
+        self._records = RecordArrays(real, np.zeros(count), np.zeros(count), np.zeros(count, bool),
+                                     np.zeros(count, np.int64))
+
+    def positions(self, records: np.ndarray) -> np.ndarray:
+        return self._records.positions(records)  # ascending ids: the sorted position is the slot
 
 
 # ---- passive role
@@ -148,7 +179,8 @@ def ecall_online_table(rt, payload):
     now = max(float(msg.now), float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
     live = ledger["epochs"] >= now - DAY_SECONDS
     ledger = {k: v[live] for k, v in ledger.items()}
-    rt.state["online_passive"] = {"digest": bytes(msg.model_digest), "codes": codes, "records": records,
+    rt.state["online_passive"] = {"digest": bytes(msg.model_digest), "codes": codes,
+                                  "table": RecordArrays(*records), "ids_sent": False,
                                   "slots": slots, "ledger": ledger, "version": version + 1, "counted": counted,
                                   "batch": empty_ledger(), "batch_version": -1,
                                   "output_bits": int(msg.output_bits), "max_outputs": int(msg.max_outputs),
@@ -201,12 +233,15 @@ def ecall_online_records(rt, payload):
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
-    left = sm.go_left_by_record(*state["records"], values)
-    ids = np.array(sorted(left), dtype=np.int64)
-    bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n), dtype=bool)
+    table = state["table"]
+    bits = table.all_bits(values)  # (records in id order, rows)
+    ids = table.ids
     if state["slots"] > ids.size:  # padded as batch prediction pads: the size shows no split count
         ids = np.concatenate([ids, np.zeros(state["slots"] - ids.size, dtype=np.int64)])
         bits = np.concatenate([bits, np.zeros((state["slots"] - bits.shape[0], n), dtype=bool)])
+    if state["ids_sent"]:  # the session's first answer named the records; later ones keep that order
+        ids = np.zeros(0, dtype=np.int64)
+    state["ids_sent"] = True
     sealed = channel.seal(serde.encode(sm.StrictRecordBits(n, ids, np.packbits(bits.reshape(-1)),
                                                            state["output_bits"])))
     return pack_records({0: sealed, 1: delta, 2: json.dumps(summary).encode()})
