@@ -5,11 +5,13 @@ OS process, gRPC with mutual TLS, simulated enclaves) trains a model of ``--tree
 ``--depth`` (XGBoost's 100 x 6 by default) on the first ``--train-rows`` rows of the bundled
 sample; then the passive party's data file is replaced by one holding ``--sizes`` ids (its own
 rows plus made-up customers drawn from them), and ``teeboost serve --config`` scores the
-customers both parties hold. A load generator in its own process (asyncio + httpx) keeps
-``--clients`` clients each sending single-row requests back to back for ``--seconds``, then
-``--bulk-clients`` clients sending ``--bulk-rows``-row requests. Bytes between the parties come
-from the service's own counter (``teeboost_party_bytes_total`` in /metrics); per single-row
-request they are also measured with one client (no batching with others: the worst case).
+customers both parties hold. The load generator is wrk (C, one thread, its own process), with
+four cases per size: ``--clients`` connections sending single-row requests back to back (as
+fast as the service answers); the same connections each pausing ``--pause-ms`` after every
+answer (a paced load); one connection alone (nothing to batch with: each request pays every
+round trip and byte itself); and ``--bulk-clients`` connections sending ``--bulk-rows``-row
+requests. Bytes between the parties come from the service's own counter
+(``teeboost_party_bytes_total`` in /metrics), per request.
 
 Every duration is wall time on this machine, with the service, the passive party, its enclaves
 and the load generator sharing its cores. One JSON line per case goes to
@@ -39,55 +41,67 @@ sys.path.insert(0, str(ROOT))
 
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation  # noqa: E402
 
-LOAD = r'''
-import asyncio, json, sys, time
-import httpx
-
-async def main(url, model, rows, clients, per_request, seconds):
-    latencies, errors, statuses = [], 0, {}
-    stop = time.perf_counter() + seconds
-    async with httpx.AsyncClient(base_url=url, timeout=30.0, limits=httpx.Limits(max_connections=clients)) as http:
-        async def client(c):
-            nonlocal errors
-            i = c * 7919
-            while time.perf_counter() < stop:
-                batch = [rows[(i + j) % len(rows)] for j in range(per_request)]
-                i += per_request * clients + 1
-                started = time.perf_counter()
-                reply = await http.post("/v1/score", json={"model": model, "rows": batch})
-                latencies.append(time.perf_counter() - started)
-                if reply.status_code != 200:
-                    errors += 1
-                    continue
-                for row in reply.json()["rows"]:
-                    statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-        began = time.perf_counter()
-        await asyncio.gather(*(client(c) for c in range(clients)))
-        elapsed = time.perf_counter() - began
-    print(json.dumps({"latencies": latencies, "errors": errors, "statuses": statuses, "elapsed": elapsed}))
-
-spec = json.loads(sys.stdin.read())
-asyncio.run(main(**spec))
-'''
+WRK_SCRIPT = r"""
+local bodies = {}
+for line in io.lines(os.getenv("TEEBOOST_BODIES")) do bodies[#bodies + 1] = line end
+local pause = tonumber(os.getenv("TEEBOOST_PAUSE_MS") or "0")
+local counter = 0
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, "/v1/score", nil, bodies[(counter * 7919) % #bodies + 1])
+end
+delay = function() return pause end
+response = function(status, headers, body)
+  if status == 200 and not string.find(body, '"status":"scored"', 1, true) then unscored = (unscored or 0) + 1 end
+end
+done = function(summary, latency, requests)
+  io.write(string.format('{"requests": %d, "seconds": %.3f, "p50_ms": %.3f, "p99_ms": %.3f, "non2xx": %d, '
+    .. '"socket_errors": %d}\n', summary.requests, summary.duration / 1e6, latency:percentile(50) / 1e3,
+    latency:percentile(99) / 1e3, summary.errors.status, summary.errors.connect + summary.errors.read
+    + summary.errors.write + summary.errors.timeout))
+end
+"""
 
 
 def cli(*args, **kwargs):
     return subprocess.run([sys.executable, "-m", "teeboost.cli", *args], capture_output=True, text=True, **kwargs)
 
 
-def metric(url: str, name: str) -> float:
+def metric(url: str, name: str, **labels: str) -> float:
+    """The sum of /metrics samples of ``name`` whose labels include ``labels``."""
     import httpx
 
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
+    total = 0.0
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        key, _, value = line.rpartition(" ")
+        series, _, rest = key.partition("{")
+        found = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+        if series == name and all(found.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
 
 
-def load(url: str, model: str, rows: list, clients: int, per_request: int, seconds: float) -> dict:
-    spec = {"url": url, "model": model, "rows": rows, "clients": clients, "per_request": per_request,
-            "seconds": seconds}
-    done = subprocess.run([sys.executable, "-c", LOAD], input=json.dumps(spec), capture_output=True, text=True,
-                          check=True)
-    return json.loads(done.stdout)
+def load(url: str, model: str, rows: list, clients: int, per_request: int, seconds: float, workdir: Path,
+         pause_ms: float = 0.0) -> dict:
+    """wrk (a load generator in C, one thread): ``clients`` connections, each sending its next
+    request as soon as the last is answered (``pause_ms`` 0: as fast as the service goes) or
+    that long after it."""
+    bodies = workdir / f"bodies-{per_request}.jsonl"
+    if not bodies.exists():
+        with bodies.open("w") as out:
+            for i in range(len(rows)):
+                out.write(json.dumps({"model": model, "rows": [rows[(i + j) % len(rows)]
+                                                               for j in range(per_request)]}) + "\n")
+    script = workdir / "score.lua"
+    script.write_text(WRK_SCRIPT)
+    env = {**os.environ, "TEEBOOST_BODIES": str(bodies), "TEEBOOST_PAUSE_MS": str(pause_ms)}
+    done = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{seconds}s", "--timeout", "10s", "-s", str(script), url],
+                          capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def passive_file(workdir: Path, size: int, seed: int = 0) -> int:
@@ -124,17 +138,21 @@ def start_serve(config: Path, workdir: Path) -> tuple[subprocess.Popen, str]:
     return process, json.loads(ready.read_text())["url"]
 
 
-def case(url: str, model: str, rows: list, args, protocol: str, size: int, per_request: int, clients: int) -> dict:
+def case(url: str, rows: list, seconds: float, workdir: Path, protocol: str, size: int, per_request: int,
+         clients: int, pause_ms: float = 0.0) -> dict:
     before_bytes = metric(url, "teeboost_party_bytes_total")
-    result = load(url, model, rows, clients, per_request, args.seconds)
+    before_rows = {how: metric(url, "teeboost_serve_rows_total", how=how) for how in ("federated", "fallback", "error")}
+    result = load(url, "default", rows, clients, per_request, seconds, workdir, pause_ms)
     sent = metric(url, "teeboost_party_bytes_total") - before_bytes
-    lat = np.array(result["latencies"]) * 1000
-    requests = len(lat)
+    requests = result["requests"]
     return {"protocol": protocol, "passive_ids": size, "rows_per_request": per_request, "clients": clients,
-            "requests": requests, "errors": result["errors"], "statuses": result["statuses"],
-            "p50_ms": round(float(np.percentile(lat, 50)), 2), "p99_ms": round(float(np.percentile(lat, 99)), 2),
-            "rows_per_s": round(requests * per_request / result["elapsed"], 1),
-            "bytes_per_request": round(sent / max(1, requests), 1), "seconds": round(result["elapsed"], 1)}
+            "pause_ms": pause_ms, "requests": requests, "non_2xx": result["non2xx"],
+            "socket_errors": result["socket_errors"],
+            "rows": {how: int(metric(url, "teeboost_serve_rows_total", how=how) - n) for how, n in before_rows.items()},
+            "p50_ms": round(result["p50_ms"], 2), "p99_ms": round(result["p99_ms"], 2),
+            "requests_per_s": round(requests / result["seconds"], 1),
+            "rows_per_s": round(requests * per_request / result["seconds"], 1),
+            "bytes_per_request": round(sent / max(1, requests), 1), "seconds": round(result["seconds"], 1)}
 
 
 def main() -> None:
@@ -147,7 +165,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--bulk-clients", type=int, default=4)
     parser.add_argument("--bulk-rows", type=int, default=100)
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--pause-ms", type=float, default=50.0,
+                        help="the paced case: each client waits this long after each answer")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results-serving.jsonl")
     args = parser.parse_args()
@@ -187,13 +207,14 @@ def main() -> None:
 
                     httpx.get(f"{url}/healthz", timeout=600)  # the passive party builds and sends its id set
                     warm = time.perf_counter() - started
-                    load(url, "default", rows, 4, 1, 2.0)  # sessions and caches warm
-                    single = case(url, "default", rows, args, protocol, n, 1, args.clients)
-                    alone = case(url, "default", rows, argparse.Namespace(seconds=3.0), protocol, n, 1, 1)
-                    bulk = case(url, "default", rows, args, protocol, n, args.bulk_rows, args.bulk_clients)
-                    single["bytes_per_request_alone"] = alone["bytes_per_request"]
-                    single["p50_ms_alone"] = alone["p50_ms"]
-                    for result in (single, bulk):
+                    load(url, "default", rows, 4, 1, 2, workdir)  # sessions and caches warm
+                    cases = [
+                        case(url, rows, args.seconds, workdir, protocol, n, 1, args.clients),  # back to back
+                        case(url, rows, args.seconds, workdir, protocol, n, 1, args.clients, args.pause_ms),
+                        case(url, rows, max(3, args.seconds // 3), workdir, protocol, n, 1, 1),  # one client alone
+                        case(url, rows, args.seconds, workdir, protocol, n, args.bulk_rows, args.bulk_clients),
+                    ]
+                    for result in cases:
                         result.update(trees=args.trees, depth=args.depth, id_set_seconds=round(warm, 1),
                                       transport="gRPC, mutual TLS, loopback", enclaves="simulated",
                                       machine=f"{os.cpu_count()} cores")

@@ -37,10 +37,18 @@ def add_predict(sub) -> None:
     predict.add_argument("--allow-simulated-tee", action="store_true",
                          help="strict models: route between simulated enclaves (no hardware protection)")
     predict.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    group = predict.add_argument_group("rows the model cannot score (a passive party lacks the customer)")
+    group.add_argument("--on-unmatched", choices=("empty", "error", "fallback"),
+                       help="leave them empty (with a reason), refuse the whole batch, or score them with "
+                            "--fallback-model (default: [serving] on_unmatched of --config, else empty)")
+    group.add_argument("--fallback-model", type=Path, metavar="DIR",
+                       help="a model trained on the active party's columns only, for --on-unmatched fallback")
     predict.set_defaults(func=_cmd_predict)
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
+    from ..serving.unmatched_rows import UnmatchedPolicy, write_unmatched
+
     if (args.data is None) == (args.active_data is None and not args.passive_data):
         raise DataError("give either --data (every party's columns in one source) or --active-data with one "
                         "--passive-data per passive party")
@@ -53,7 +61,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         summary = run_prediction(config, args.data, args.output, sep=args.sep,
                                  number_format=_number_format(args) if args.decimal != "." or args.thousands
-                                 else config.number_format)
+                                 else config.number_format, unmatched=UnmatchedPolicy.from_args(args, config))
         print(json.dumps(summary) if args.json else
               f"wrote {summary['rows']} predictions to {summary['output']} "
               f"({summary['bytes_total']:,} bytes of routing questions on the wire)")
@@ -64,15 +72,26 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             raise DataError(f"no model in {args.model_dir}, where 'teeboost train' writes one by default: train "
                             "first, or give --model-dir (a local model) or --config (the active party's config, "
                             "parties online)")
+    from types import SimpleNamespace
+
+    import numpy as np
+
     from ..config import ProtocolOptions
     from ..estimator import party_features
     from ..federation import FederatedModel
+    from ..parties.active import ensemble_digest
 
+    policy = UnmatchedPolicy.from_args(args)
     model = FederatedModel.load(args.model_dir, ProtocolOptions(allow_simulated_tee=args.allow_simulated_tee))
-    active, passives = _joined(args, model) if args.data is not None else _per_party(args, model)
+    every, reasons, active, passives = _joined(args, model) if args.data is not None else _per_party(args, model)
     active_x, passive_x = party_features(model, active, passives)
-    margin, traffic = model.predict_margin(active_x, passive_x)
-    out = _predictions(model, model.active.ensemble.loss.predict(margin), active)
+    margin, traffic = model.predict_margin(active_x, passive_x) if active.n_rows else (None, {"bytes_total": 0})
+    scored = _predictions(model, model.active.ensemble.loss.predict(margin) if margin is not None else
+                          np.zeros(0), active)
+    out = _all_rows(scored, every, reasons, model)
+    out = write_unmatched(out, reasons, every, policy, SimpleNamespace(
+        label=f"model@{ensemble_digest(model.active.ensemble)[:16]}", objective=model.active.ensemble.objective,
+        classes=model.active.ensemble.classes), args.allow_simulated_tee)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.output.with_name(args.output.name + ".partial")
     out.to_csv(tmp, index=False)
@@ -91,6 +110,8 @@ def _party_names(model: FederatedModel) -> list[tuple[str, object]]:
 
 def _joined(args: argparse.Namespace, model: FederatedModel) -> tuple[PartyData, list[PartyData]]:
     """Every party's columns from one source; a party whose columns are missing is named."""
+    import numpy as np
+
     from ..data import PartyData
     from ..data_sources import DataSource, read_source
 
@@ -111,11 +132,23 @@ def _joined(args: argparse.Namespace, model: FederatedModel) -> tuple[PartyData,
     keep = [id_column] if id_column else []
     parties = [PartyData.from_frame(frame[keep + list(m.feature_names)], id_column=id_column, name="active" if m is model.active else m.name,
                                     source=f"{source} ({who})") for who, m in _party_names(model)]
-    return parties[0], parties[1:]
+    # a row with none of a passive party's columns is a customer that party does not hold (as
+    # teeboost serve reads a request row), not one whose values are all missing
+    reasons: list = [None] * parties[0].n_rows
+    for party, m in zip(parties[1:], model.passives):
+        for i in np.flatnonzero(np.isnan(party.features).all(axis=1)) if party.features.shape[1] else []:
+            reasons[i] = reasons[i] or f"the row has none of passive party {m.name!r}'s columns (it does not hold " \
+                                       "this customer)"
+    held = np.array([r is None for r in reasons], dtype=bool)
+    return parties[0], reasons, parties[0].take(np.flatnonzero(held)), [p.take(np.flatnonzero(held))
+                                                                        for p in parties[1:]]
 
 
-def _per_party(args: argparse.Namespace, model: FederatedModel) -> tuple[PartyData, list[PartyData]]:
-    """Each party's rows from its own source, matched by their ids (or by position)."""
+def _per_party(args: argparse.Namespace, model: FederatedModel) -> tuple:
+    """Each party's rows from its own source, matched by their ids (or by position); the
+    active party's rows a passive party's source does not hold are named with why."""
+    import numpy as np
+
     from ..data import PartyData
     from ..data_sources import DataSource, read_source
     from ..row_matching import match_rows
@@ -142,7 +175,42 @@ def _per_party(args: argparse.Namespace, model: FederatedModel) -> tuple[PartyDa
         keep = [id_column] if id_column else []
         parties.append(PartyData.from_frame(frame[keep + list(m.feature_names)], id_column=id_column, name="active" if m is model.active else m.name,
                                             source=str(source)))
-    return match_rows(parties[0], parties[1:], args.align)
+    every = parties[0]
+    reasons: list = [None] * every.n_rows
+    if args.align in ("auto", "intersect") and all(p.ids is not None for p in parties):
+        for party, m in zip(parties[1:], model.passives):
+            known = set(map(str, party.ids))
+            for i, row_id in enumerate(every.ids):
+                if reasons[i] is None and str(row_id) not in known:
+                    reasons[i] = f"passive party {m.name!r}'s source ({party.source}) does not hold this id"
+    held = np.flatnonzero([r is None for r in reasons])
+    if held.size == 0:
+        return every, reasons, every.take(held), [p.take(np.zeros(0, dtype=np.int64)) for p in parties[1:]]
+    active, passives = match_rows(every.take(held), parties[1:], args.align)
+    return every, reasons, active, passives
+
+
+def _all_rows(scored: pd.DataFrame, every: PartyData, reasons: list, model: FederatedModel) -> pd.DataFrame:
+    """The scored rows' predictions in the order of every input row, empty where not scored."""
+    import numpy as np
+
+    import pandas as pd
+
+    held = np.flatnonzero([r is None for r in reasons])
+    if held.size == len(reasons):
+        return scored
+    out = pd.DataFrame()
+    if every.ids is not None:
+        out[model.active.id_column or "id"] = every.ids.astype(str)
+    for column in scored.columns:
+        if column in out.columns:
+            continue
+        values = np.full(len(reasons), np.nan, dtype=object if scored[column].dtype == object else np.float64)
+        if values.dtype == object:
+            values[:] = None
+        values[held] = scored[column].to_numpy()
+        out[column] = values
+    return out
 
 
 def _predictions(model: FederatedModel, prediction, active: PartyData) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import secrets
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import numpy as np
@@ -228,8 +229,10 @@ def _margin(config: PartyConfig, channel: GrpcChannel, model, features: np.ndarr
 
 
 def run_prediction(config: PartyConfig, data_path: Path | str, output: Path, *, sep: str | None = None,
-                   number_format: NumberFormat | None = None) -> dict[str, Any]:
-    """``data_path``: the active party's new rows, a file or a SQL source (docs/data.md)."""
+                   number_format: NumberFormat | None = None, unmatched=None) -> dict[str, Any]:
+    """``data_path``: the active party's new rows, a file or a SQL source (docs/data.md);
+    ``unmatched``: what rows a passive party does not hold get (``teeboost.cli.unmatched``;
+    default: written with empty scores and a reason)."""
     model = load_active(config.model_dir / "active.json")
     data_path = DataSource.parse(data_path)  # shown in messages without any password
     frame = read_source(data_path, id_column=config.id_column, sep=sep, text_columns=list(model.vocabularies),
@@ -293,14 +296,25 @@ def run_prediction(config: PartyConfig, data_path: Path | str, output: Path, *, 
     else:
         out["prediction"] = prediction[:, 0]
     unscored = len(ids) - int(shared.size)
-    if unscored:
+    from ..serving.unmatched_rows import UnmatchedPolicy, write_unmatched
+
+    policy = unmatched or UnmatchedPolicy("empty")
+    held = np.zeros(len(ids), dtype=bool)
+    held[shared] = True
+    reasons = [None if h else "not held by every passive party (private set intersection)" for h in held]
+    out = write_unmatched(out, reasons, data, policy, SimpleNamespace(
+        label=f"model@{digest[:16]}", objective=ensemble.objective, classes=ensemble.classes),
+        config.options.allow_simulated_tee)
+    if unscored and policy.how == "empty":
         print(f"teeboost: {unscored} of {len(ids)} row(s) of {data_path} are not held by every party and were "
-              "left unscored (empty cells)", file=sys.stderr)
+              "left unscored (empty cells; see the reason column)", file=sys.stderr)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".partial")
     out.to_csv(tmp, index=False)
     tmp.replace(output)
-    return {"rows": len(out), "scored": int(shared.size), "unscored": unscored, "output": str(output),
+    fallen = int((out["scored_by"].astype(str).str.startswith("fallback@")).sum()) if "scored_by" in out else 0
+    return {"rows": len(out), "scored": int(shared.size), "unscored": unscored - fallen, "fallback": fallen,
+            "output": str(output),
             "bytes_total": traffic["bytes_total"], "bytes": traffic["bytes"]}
 
 
