@@ -1,10 +1,13 @@
 """A passive party's strict online side: one attested enclave session per active online
-session, in which its enclave holds every row (``teeboost.protocols.strict.enclave.online``).
+session (several at once: a restarted or second scoring service opens its own), in which its
+enclave holds every row (``teeboost.protocols.strict.enclave.online``).
 
-This host hands its enclave the whole table once per model and data version, relays sealed
-requests and answers, and keeps the enclave's online ledger: a log of sealed records, each
-appended (and its version recorded) before the answer it charged leaves. It never learns which
-of its rows a request scored, only how many.
+This host hands each session's enclave the whole table once per model and data version,
+relays sealed requests and answers, and keeps the enclaves' online ledger: a log of sealed
+records, each appended (and its version recorded) before the answer it charged leaves. The
+sessions share the log: before a session charges, its enclave is given the records the others
+appended since it last looked, so every charge sees every other (one budget per row). This
+host never learns which of its rows a request scored, only how many.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import contextlib
 import json
 import threading
 import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ProtocolError
-from ..model_files import load_passive, passive_file
+from ..model_files import PassiveModel, load_passive, passive_file
 from ..policy import PolicyRefused
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello
@@ -27,10 +32,24 @@ from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.strict.hosts import StrictPredictPassive
 from teeboost.transport import serde
+from teeboost.transport.grpc_transport import current_online_session
+
 if TYPE_CHECKING:
     from .online_passive import OnlineService
 
-__all__ = ["StrictOnlinePassive"]
+__all__ = ["StrictOnlinePassive", "MAX_SESSIONS"]
+
+MAX_SESSIONS = 8  # strict online sessions held at once (the least recently used is closed)
+
+
+@dataclass
+class _Session:
+    side: StrictPredictPassive
+    model: PassiveModel
+    loaded: tuple[str, str] | None = None  # (model digest, id set version) in its enclave
+    batch_version: int = -1  # the batch ledger version its enclave last read
+    seen: int = 0  # the last online ledger version its enclave knows
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class StrictOnlinePassive:
@@ -38,73 +57,95 @@ class StrictOnlinePassive:
         self.online = online
         self.service = online.service
         self.config = online.config
-        self._side: StrictPredictPassive | None = None
-        self._run_id = ""
-        self._loaded: tuple[str, str] | None = None  # (model digest, id set version) in the enclave
-        self._lock = threading.Lock()  # one request at a time: a session's records are in order
-        self._batch_version = -1  # the batch ledger version the enclave last read
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()  # by run id
+        self._handshakes: dict[bytes, str] = {}  # transport session -> run id of its handshake under way
+        self._lock = threading.Lock()
+        self._recent: list[tuple[int, bytes]] = []  # online ledger records since the log last restarted
         self._keys: tuple[str, np.ndarray] | None = None  # (id set version, row keys in handle order)
 
     def handle(self, msg: Any) -> Any:
+        if isinstance(msg, EnclaveHello):
+            return self._hello(msg)
+        if isinstance(msg, EnclaveFinish):
+            with self._lock:
+                run_id = self._handshakes.pop(current_online_session(), None)
+                session = self._sessions.get(run_id or "")
+            if session is None:
+                raise ProtocolError("an enclave handshake finished before it started")
+            with session.lock:
+                return session.side.handle(msg)
+        if not isinstance(msg, OnlineSealed):
+            raise ProtocolError(f"{type(msg).__name__} is not a strict online request")
         with self._lock:
-            if isinstance(msg, EnclaveHello):
-                return self._hello(msg)
-            if self._side is None:
-                raise ProtocolError("no strict online session: start one with an enclave handshake")
-            if isinstance(msg, EnclaveFinish):
-                return self._side.handle(msg)
-            return self._score(msg)
+            session = self._sessions.get(msg.run_id)
+            if session is not None:
+                self._sessions.move_to_end(msg.run_id)
+        if session is None:
+            raise ProtocolError("a strict online record outside its session (start one with an enclave handshake)")
+        with session.lock:  # a session's records are in order
+            return self._score(session, msg)
 
     def _hello(self, msg: EnclaveHello) -> Any:
-        if not msg.run_id.startswith("online."):
+        if not msg.run_id.startswith("online.") or len(msg.run_id) > 80:
             raise ProtocolError("an online enclave session's run id starts with 'online.'")
         model = load_passive(self.config.model_dir / passive_file(self.config.index))
         if model.protocol != "strict" or not model.model_digest:
             raise ProtocolError(f"party {self.config.name!r}'s saved model was not trained in strict mode")
-        self.close()  # a new session replaces the old one (the active party reconnected)
         side = StrictPredictPassive(model.owner, model.model_digest, self.service.env(), model.index,
                                     sealed=model.sealed_records)
         side.bind_policy(self.config.name, self.service.policy, model.max_depth)
         side._used = True
-        self._side, self._run_id, self._loaded, self._batch_version = side, msg.run_id, None, -1
-        self._model = model
+        with self._lock:
+            old = self._sessions.pop(msg.run_id, None)
+            self._sessions[msg.run_id] = _Session(side, model)
+            self._handshakes[current_online_session()] = msg.run_id
+            gone = [self._sessions.popitem(last=False)[1] for _ in range(max(0, len(self._sessions) - MAX_SESSIONS))]
+        for session in [old, *gone]:
+            if session is not None:
+                session.side.close()
         return side.handle(msg)
 
-    def _score(self, msg: OnlineSealed) -> OnlineSealed:
-        if not isinstance(msg, OnlineSealed) or msg.run_id != self._run_id:
-            raise ProtocolError("a strict online record outside its session")
-        if msg.model_digest != self._model.model_digest:
+    def _score(self, session: _Session, msg: OnlineSealed) -> OnlineSealed:
+        if msg.model_digest != session.model.model_digest:
             raise ProtocolError(f"the active party scores with model {msg.model_digest[:16]!r}; party "
-                                f"{self.config.name!r} serves only its saved model {self._model.model_digest[:16]!r}")
+                                f"{self.config.name!r} serves only its saved model "
+                                f"{session.model.model_digest[:16]!r}")
         snap = self.online._current(msg.version)
-        self._load(snap)
         ledger = self.service.strict_ledger
-        with ledger.locked() if ledger is not None else contextlib.nullcontext():  # one charge at a time, both lanes
+        with ledger.locked() if ledger is not None else contextlib.nullcontext():  # one charge at a time, all lanes
+            self._load(session, snap)
             told: dict = {"now": time.time()}
             records = {0: msg.record}
             if ledger is not None:
                 blob, version = ledger.load()
                 told["batch_version"] = version
-                if version != self._batch_version:  # batch sessions spent since: the enclave reads their ledger
+                if version != session.batch_version:  # batch sessions spent since: the enclave reads their ledger
                     records[2] = blob
+                others = [(v, r) for v, r in self._recent if v > session.seen]
+                if others:  # what other online sessions charged since this one last looked
+                    records[3] = b"".join(len(r).to_bytes(4, "big") + r for _, r in others)
             records[1] = json.dumps(told).encode()
-            parts = unpack_records(self._side.enclave.ecall("online_records", pack_records(records)))
+            parts = unpack_records(session.side.enclave.ecall("online_records", pack_records(records)))
             summary = json.loads(parts[2])
+            if ledger is not None:
+                session.batch_version = told["batch_version"]
+                session.seen = max([session.seen, *(v for v, _ in self._recent)])
             if summary["refused"]:
                 raise PolicyRefused(self.config.name, summary["refused"], summary["detail"])
-            if ledger is not None:
-                self._batch_version = told["batch_version"]
             if parts[1]:
                 ledger.append_online(parts[1], int(summary["version"]))
+                self._recent.append((int(summary["version"]), parts[1]))
+                session.seen = int(summary["version"])
         self.service.audit.write("online route", peer=self.service.peer, protocol="strict", rows=int(summary["rows"]),
                                  charged_rows=summary.get("charged_rows"), bits=summary.get("bits"))
         return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
 
-    def _load(self, snap) -> None:
-        """The table of this model and data version into the session's enclave (once)."""
-        if self._loaded == (self._model.model_digest, snap.ids.version):
+    def _load(self, session: _Session, snap) -> None:
+        """The table of this model and data version into the session's enclave (once); the
+        ledger lock is held."""
+        if session.loaded == (session.model.model_digest, snap.ids.version):
             return
-        model = self._model
+        model = session.model
         ordered = snap.data.take(snap.ids.order)
         raw = ordered.conform(model.feature_names, model.vocabularies, "the model").features
         ledger, sealed_ledger = self.service.ledger, self.service.strict_ledger
@@ -122,16 +163,20 @@ class StrictOnlinePassive:
                                      policy.output_bits or 0, policy.max_outputs or 0,
                                      policy.max_bits_per_row_per_day or 0, time.time(),
                                      log_version, np.frombuffer(log, np.uint8))
-        with sealed_ledger.locked() if sealed_ledger is not None else contextlib.nullcontext():
-            parts = unpack_records(self._side.enclave.ecall("online_table", serde.encode(table)))
-            summary = json.loads(parts[1])
-            if parts[0]:  # the log starts again from the base record the enclave sealed
-                sealed_ledger.restart_online(parts[0], int(summary["ledger_version"]))
-        self._loaded = (model.model_digest, snap.ids.version)
+        parts = unpack_records(session.side.enclave.ecall("online_table", serde.encode(table)))
+        summary = json.loads(parts[1])
+        if parts[0]:  # the log starts again from the base record the enclave sealed
+            version = int(summary["ledger_version"])
+            sealed_ledger.restart_online(parts[0], version)
+            self._recent = [(version, parts[0])]
+            session.seen = version
+        session.loaded = (model.model_digest, snap.ids.version)
         self.service.audit.write("online table", peer=self.service.peer, model=model.model_digest[:16],
                                  rows=int(summary["rows"]), ledger_entries=int(summary["ledger_rows"]))
 
     def close(self) -> None:
-        if self._side is not None:
-            self._side.close()
-            self._side = None
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+        for session in sessions:
+            session.side.close()

@@ -55,6 +55,7 @@ class FederatedScorer:
         self.caches = {p.index: BlindedIdCache(p.index, p.name) for p in config.peers}
         self._names = {p.index: p.name for p in config.peers}
         self._trees = EnsembleArrays(self.model.ensemble)
+        self._width = self.model.ensemble.n_outputs if self.objective == "multiclass" else 1
         self._own = RecordArrays.from_owner(self.model.owner)
         self._channel: GrpcChannel | None = None
         self._channel_lock = threading.Lock()
@@ -118,9 +119,13 @@ class FederatedScorer:
             if "did not answer within" in str(exc):  # a stalled link: fail fast, as for one that is down
                 self.counts["unavailable"] += 1
                 return [PeerUnavailable(next(iter(self._names.values()), "passive party"), str(exc))] * len(batch)
-            if len(batch) == 1:
-                raise
-            return [self._alone(item) for item in batch]  # one request's refusal is not its neighbours'
+            if len(batch) > 1:
+                return [self._alone(item) for item in batch]  # one request's refusal is not its neighbours'
+            # the passive party refused these rows (its policy, its budget, a fault it names): they
+            # are not scored, and say why
+            part, x = batch[0]
+            reason = str(exc).split(": ", 1)[-1] if "refused the request" in str(exc) else str(exc)
+            return [ScoredRows(np.full((len(part), self._width), np.nan), [reason[:500]] * len(part))]
         out, start = [], 0
         for part, _ in batch:
             stop = start + len(part)
@@ -129,18 +134,14 @@ class FederatedScorer:
         return out
 
     def _alone(self, item):
-        try:
-            return self._serve([item])[0]
-        except TeeboostError as exc:
-            return exc
+        return self._serve([item])[0]
 
     def _score_rows(self, ids: list[str], raw: np.ndarray) -> tuple[np.ndarray, list, int]:
         channel = self._connected()
         before = channel.traffic.to_dict()["bytes_total"]
         handles = self._handles(channel, ids)
         held = np.all(np.stack([h >= 0 for h in handles.values()]), axis=0) if handles else np.ones(len(ids), bool)
-        width = self.model.ensemble.n_outputs if self.objective == "multiclass" else 1
-        values = np.full((len(ids), width), np.nan)
+        values = np.full((len(ids), self._width), np.nan)
         reasons: list = [None] * len(ids)
         for party, h in handles.items():
             for i in np.flatnonzero(h < 0):
@@ -152,7 +153,7 @@ class FederatedScorer:
             part = {p: h[chosen] for p, h in handles.items()}
             margin = (self._strict.margin(channel, raw[chosen], part) if self._strict is not None
                       else self._trees.margin(chosen.size, self._asker(channel, raw[chosen], part)))
-            values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, width)
+            values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, self._width)
         sent = channel.traffic.to_dict()["bytes_total"] - before
         self.counts["batches"] += 1
         self.counts["rows"] += int(rows.size)

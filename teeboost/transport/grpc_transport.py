@@ -260,6 +260,13 @@ def raise_open_file_limit() -> tuple[int, int]:
 
 #: Sessions whose 16-byte id starts with this are online scoring sessions (``GrpcChannel(online=True)``).
 ONLINE_SESSION_PREFIX = b"online"
+_serving = threading.local()  # the online session whose request this thread is serving
+
+
+def current_online_session() -> bytes:
+    """In an online handler: the transport session of the request being served (so a
+    handler can tell apart clients that speak at once)."""
+    return getattr(_serving, "session", b"")
 _ONLINE_MAX_BYTES = 4 << 20  # the online lane takes requests up to this size
 _LARGE = 8 << 20  # requests or replies above this are followed by malloc_trim
 
@@ -480,6 +487,7 @@ class PartyServer:
             else:
                 if not online:
                     self.current_peer = peer
+                _serving.session = request.session if online else b""
                 reply = answer_frame(self._online_handler if online else self._handler, request.frame,
                                      self._on_undecodable)
                 self._last.put(request.session, request.sequence, digest, reply)

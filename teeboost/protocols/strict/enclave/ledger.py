@@ -78,7 +78,7 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
     epochs, spent_bits = ledger.epochs[live], ledger.bits[live]
     from teeboost.protocols.strict.enclave.online_ledger import KEY_BYTES, online_spending
 
-    online = online_spending(rt, party, mine.online_log.tobytes(), int(mine.online_version), now)
+    online, online_seen = online_spending(rt, party, mine.online_log.tobytes(), int(mine.online_version), now)
     spent: dict[bytes, int] = {}
     seen: set[bytes] = set()
     for key, tag, bits in zip(keys, tags, spent_bits):
@@ -88,7 +88,7 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
     for i in range(n):
         key = mine.row_keys[i].tobytes()
         scoring = key + request.tags[i].tobytes()
-        if scoring in seen:
+        if scoring in seen or mine.row_keys[i, :KEY_BYTES].tobytes() + request.tags[i].tobytes() in online_seen:
             continue
         seen.add(scoring)
         charged[i] = True

@@ -31,8 +31,8 @@ from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS
 from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable
-from teeboost.protocols.strict.enclave.online_ledger import (batch_spending, charge_online, empty_ledger, replay_log,
-                                                             seal_record)
+from teeboost.protocols.strict.enclave.online_ledger import (apply_records, batch_spending, charge_online,
+                                                             empty_ledger, replay_log, seal_record)
 from teeboost.transport import serde
 
 __all__ = ["ecall_online_model", "ecall_online_begin", "ecall_online_finish", "ecall_online_table",
@@ -193,7 +193,7 @@ def ecall_online_table(rt, payload):
 
 def ecall_online_records(rt, payload):
     """[sealed request | {"now": t, "batch_version": v} | the batch sessions' sealed ledger when
-    it changed since the last request] -> [sealed record bits (b"": refused) | sealed ledger
+    it changed since the last request | online ledger records other sessions appended since] -> [sealed record bits (b"": refused) | sealed ledger
     record (b"": nothing counted) | summary JSON]. Charged before any bit leaves, against the
     row's spending in online and batch sessions together."""
     current = role(rt, "passive")
@@ -205,6 +205,8 @@ def ecall_online_records(rt, payload):
     request = expect(channel.open(parts.get(0, b"")), om.StrictOnlineRequest)
     told = json.loads(parts.get(1, b"{}") or b"{}")
     now = float(told.get("now", 0.0))
+    if state["counted"] and parts.get(3):  # what other online sessions charged meanwhile
+        apply_records(rt, current.party, state, parts[3])
     if state["counted"] and int(told.get("batch_version", 0)) != state["batch_version"]:
         state["batch"] = batch_spending(rt, current.party, parts.get(2, b""), int(told.get("batch_version", 0)))
         state["batch_version"] = int(told.get("batch_version", 0))

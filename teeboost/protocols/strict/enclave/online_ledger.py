@@ -24,8 +24,8 @@ from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, LEDGER_CONTEXT
 from teeboost.protocols.strict.enclave.oblivious_scan import KEY_BYTES
 from teeboost.transport import serde
 
-__all__ = ["ONLINE_LEDGER", "empty_ledger", "seal_record", "replay_log", "charge_online", "batch_spending",
-           "online_spending"]
+__all__ = ["ONLINE_LEDGER", "empty_ledger", "seal_record", "replay_log", "apply_records", "charge_online",
+           "batch_spending", "online_spending"]
 
 ONLINE_LEDGER = b"teeboost-strict-online-ledger-v1:"
 
@@ -70,6 +70,27 @@ def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, in
     return {k: v[charged] for k, v in ledger.items()}, last
 
 
+def apply_records(rt, party: int, state: dict, blob: bytes) -> None:
+    """Records other sessions appended to the log since this one last looked, in order: each
+    must follow the last version this enclave knows (a base record replaces what it held)."""
+    at = 0
+    while at < len(blob):
+        if at + 4 > len(blob):
+            raise ProtocolError("refused: an online ledger record is cut short")
+        size = int.from_bytes(blob[at:at + 4], "big")
+        record = expect(rt.unseal(blob[at + 4:at + 4 + size], _context(party)), om.StrictLedgerDelta)
+        at += 4 + size
+        if record.version != state["version"] + 1:
+            raise ProtocolError(f"refused: online ledger record {record.version} does not follow version "
+                                f"{state['version']} (a record was left out)")
+        entries = {k: getattr(record, k) for k in ("keys", "tags", "epochs", "bits")}
+        charged = entries["bits"] > 0
+        entries = {k: v[charged] for k, v in entries.items()}
+        state["ledger"] = entries if record.base else {k: np.concatenate([state["ledger"][k], entries[k]])
+                                                       for k in entries}
+        state["version"] = record.version
+
+
 def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarray, cost: int, now: float,
             summary: dict) -> tuple[bool, bytes]:
     """Charge the rows (a row scored again with the same tag is free); refuse the whole
@@ -86,7 +107,7 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     same_tag = np.ones_like(same_row)
     for w in range(sm.TAG_BYTES // 8):
         same_tag &= stored_tags[:, w][:, None] == asked_tags[:, w][None, :]
-    seen = np.any(same_row & same_tag, axis=0)
+    seen = np.any(same_row & same_tag, axis=0) | _seen_in(state["batch"], asked, asked_tags, now)
     spent = (ledger["bits"][:, None] * same_row).sum(axis=0) + _spent_in(state["batch"], asked, now)
     charged = np.where(seen, 0, cost).astype(np.int64)
     after = spent + charged
@@ -118,6 +139,20 @@ def _spent_in(entries: dict, asked: np.ndarray, now: float) -> np.ndarray:
     return ((stored[:, None] == asked[None, :]) & live[:, None]).astype(np.int64).T @ entries["bits"]
 
 
+def _seen_in(entries: dict, asked: np.ndarray, asked_tags: np.ndarray, now: float) -> np.ndarray:
+    """Was each asked row scored in ``entries`` in the window with the same tag (the same
+    answer again: free)?"""
+    if not entries["bits"].size:
+        return np.zeros(asked.size, dtype=bool)
+    live = entries["epochs"] >= now - DAY_SECONDS
+    stored = np.ascontiguousarray(entries["keys"][:, :KEY_BYTES]).view(np.uint64).reshape(-1)
+    tags = np.ascontiguousarray(entries["tags"]).view(np.uint64).reshape(-1, sm.TAG_BYTES // 8)
+    same = (stored[:, None] == asked[None, :]) & live[:, None]
+    for w in range(sm.TAG_BYTES // 8):
+        same &= tags[:, w][:, None] == asked_tags[:, w][None, :]
+    return same.any(axis=0)
+
+
 def batch_spending(rt, party: int, blob: bytes, version: int) -> dict:
     """The batch sessions' sealed ledger (``strict/enclave/ledger``), opened and checked as a
     batch session checks it, as entries keyed by prefix."""
@@ -132,13 +167,16 @@ def batch_spending(rt, party: int, blob: bytes, version: int) -> dict:
             "bits": ledger.bits}
 
 
-def online_spending(rt, party: int, blob: bytes, version: int, now: float) -> dict[bytes, int]:
-    """For a batch session: bits spent online per row key prefix in the window."""
+def online_spending(rt, party: int, blob: bytes, version: int, now: float) -> tuple[dict[bytes, int], set[bytes]]:
+    """For a batch session: bits spent online per row key prefix in the window, and the
+    (key prefix + tag) pairs scored online (the same answer again is free in a batch too)."""
     if not blob and version == 0:
-        return {}
+        return {}, set()
     ledger, _ = replay_log(rt, party, blob, version)
     live = ledger["epochs"] >= now - DAY_SECONDS
     spent: dict[bytes, int] = {}
-    for key, bits in zip(ledger["keys"][live], ledger["bits"][live]):
+    seen: set[bytes] = set()
+    for key, tag, bits in zip(ledger["keys"][live], ledger["tags"][live], ledger["bits"][live]):
         spent[key.tobytes()] = spent.get(key.tobytes(), 0) + int(bits)
-    return spent
+        seen.add(key.tobytes() + tag.tobytes())
+    return spent, seen
