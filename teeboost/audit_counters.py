@@ -26,7 +26,7 @@ from .errors import ConfigError
 __all__ = ["COUNTED_EVENTS", "BUDGET_RULES", "HOUR", "KEEP_HOURS", "counters_path", "budget_amounts",
            "BudgetCounters", "hours_covering", "read_counters", "migrate_counters"]
 
-COUNTED_EVENTS = ("align", "predict", "setup", "online")  # the events daily budgets are counted from
+COUNTED_EVENTS = ("align", "predict", "setup")  # the events daily budgets are counted from
 BUDGET_RULES = ("max_runs_per_day", "max_psi_ids_per_day", "max_prediction_rows_per_day")
 HOUR = 3600
 KEEP_HOURS = 25  # counters older than this many hours (before the current one) are pruned
@@ -46,9 +46,6 @@ def budget_amounts(event: str, entry: dict[str, Any]) -> dict[str, int]:
         return {"max_psi_ids_per_day": int(entry.get("ids", 0))}
     if event == "predict":
         return {"max_prediction_rows_per_day": int(entry.get("rows", 0))}
-    if event == "online":  # ids asked by online scoring: each one looked up, and each a row it may score
-        return {"max_psi_ids_per_day": int(entry.get("ids", 0)),
-                "max_prediction_rows_per_day": int(entry.get("ids", 0))}
     if event == "setup":
         return {"max_runs_per_day": 1,
                 "max_prediction_rows_per_day": int((entry.get("rows") or {}).get("test", 0))}
@@ -168,8 +165,7 @@ def migrate_counters(log: Path, counters: BudgetCounters, now: float) -> dict[st
         with handle:
             for raw in handle:
                 lines += 1
-                if b'"align"' not in raw and b'"predict"' not in raw and b'"setup"' not in raw \
-                        and b'"online"' not in raw:
+                if b'"align"' not in raw and b'"predict"' not in raw and b'"setup"' not in raw:
                     continue
                 found = _EPOCH.search(raw, 0, 96)  # our lines: time, then epoch
                 if found is not None:

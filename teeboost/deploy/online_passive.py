@@ -35,6 +35,7 @@ from teeboost.protocols.messages import RouteReply
 from teeboost.protocols.online import (STALE_IDS, OnlineBlind, OnlineBlinded, OnlineIdsAsk, OnlineIdSet, OnlineRoute,
                                        OnlineSealed)
 from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello
+from ..transport.grpc_transport import current_online_peer, current_online_session
 from .online_ids import ServedIdSet, load_or_create_key
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OnlineService", "online_state_path"]
 
+MAX_SCORINGS = 4096  # scorings whose charged rows are remembered (a forgotten one's rows are charged again)
 MODELS_HELD = 2  # (model, data version) pairs with their columns in memory: the current and the one before
 
 
@@ -80,7 +82,9 @@ class OnlineService:
         self._blinds = MicroBatcher(self._serve_blinds, name=f"{self.config.name}-blind", max_items=4096,
                                     size=lambda m: int(m.points.shape[0]))
         self._routes = MicroBatcher(self._serve_routes, name=f"{self.config.name}-route", max_items=4096,
-                                    size=lambda m: int(m.handles.size))
+                                    size=lambda item: int(item[1].handles.size))
+        # scorings under way, by (transport session, batch id): levels routed, rows charged
+        self._scorings: OrderedDict[tuple[bytes, bytes], tuple[int, set[int]]] = OrderedDict()
         self._strict = None  # the strict online enclave side, started at its first handshake
         self.served = {"online_requests": 0, "online_rows": 0}
 
@@ -112,22 +116,22 @@ class OnlineService:
         if isinstance(msg, OnlineIdsAsk):
             snap = self.snapshot()
             points = snap.ids.points if msg.known_version != snap.ids.version else np.zeros((0, 32), np.uint8)
-            self.service.audit.write("online ids", peer=self.service.peer, version=snap.ids.version[:12],
+            self.service.audit.write("online ids", peer=current_online_peer(), version=snap.ids.version[:12],
                                      ids=snap.ids.n, sent=int(points.shape[0] > 0))
             return OnlineIdSet(snap.ids.version, snap.ids.n, points)
         if isinstance(msg, OnlineBlind):
             return self._blinds.submit(msg)
         if isinstance(msg, OnlineRoute):
-            return self._routes.submit(msg)
+            return self._routes.submit((current_online_session(), msg))
         if isinstance(msg, (OnlineSealed, EnclaveHello, EnclaveFinish)):
             return self._strict_side().handle(msg)
         raise ProtocolError(f"{type(msg).__name__} is not an online scoring request")
 
     def _serve_blinds(self, batch: list[OnlineBlind]) -> list[Any]:
-        """Each id asked is charged to ``max_psi_ids_per_day`` and, as a row it may score, to
-        ``max_prediction_rows_per_day``, request by request; one audit line per batch."""
+        """Each id asked is charged to ``max_psi_ids_per_day``, request by request; one audit
+        line per batch (``align``, purpose ``online``)."""
         results: list[Any] = []
-        used = {rule: self._usage(rule) for rule in ("max_psi_ids_per_day", "max_prediction_rows_per_day")}
+        used = self._usage("max_psi_ids_per_day")
         asked = 0
         for msg in batch:
             try:
@@ -135,54 +139,76 @@ class OnlineService:
                 k = int(msg.points.shape[0]) if msg.points.ndim == 2 else 0
                 if not 1 <= k <= 4096:
                     raise ProtocolError(f"an online request names 1 to 4096 ids, not {k}")
-                for rule, spent in used.items():
-                    self._check_budget(rule, spent + asked, k)
+                self._check_budget("max_psi_ids_per_day", used + asked, k)
                 results.append(OnlineBlinded(snap.ids.version, snap.ids.blind(msg.points)))
                 asked += k
             except Exception as exc:  # noqa: BLE001 - this request is refused, not the batch
                 results.append(self._told(msg, exc))
         if asked:
-            self.service.audit.write("online", peer=self.service.peer, ids=asked, requests=len(batch))
-            self.served["online_requests"] += len(batch)
-            self.served["online_rows"] += asked
+            self.service.audit.write("align", peer=current_online_peer(), purpose="online", ids=asked,
+                                     requests=len(batch))
         return results
 
-    def _serve_routes(self, batch: list[OnlineRoute]) -> list[Any]:
-        """One audit line per batch (not counted: the rows were counted when their ids came)."""
+    def _serve_routes(self, batch: list[tuple[bytes, OnlineRoute]]) -> list[Any]:
+        """Rows are charged to ``max_prediction_rows_per_day`` when a scoring first routes them
+        (a ``predict`` line per batch); every level is in an ``online route`` line."""
         results: list[Any] = []
-        rows = answered = 0
-        for msg in batch:
+        used = self._usage("max_prediction_rows_per_day")
+        new_rows = answered = rows = 0
+        for session, msg in batch:
             try:
-                reply = self._route(msg)
+                reply, fresh = self._route(session, msg, used + new_rows)
                 results.append(reply)
+                new_rows += fresh
                 rows += int(msg.handles.size)
                 answered += reply.n_answers
             except Exception as exc:  # noqa: BLE001
                 results.append(self._told(msg, exc))
+        if new_rows:
+            self.service.audit.write("predict", peer=current_online_peer(), dataset="online", rows=new_rows,
+                                     requests=len(batch))
+            self.served["online_rows"] += new_rows
         if rows:
-            self.service.audit.write("online route", peer=self.service.peer, rows=rows, requests=len(batch),
+            self.service.audit.write("online route", peer=current_online_peer(), rows=rows, requests=len(batch),
                                      questions=answered)
+            self.served["online_requests"] += len(batch)
         return results
 
-    def _route(self, msg: OnlineRoute) -> RouteReply:
+    def _route(self, session: bytes, msg: OnlineRoute, used_rows: int) -> tuple[RouteReply, int]:
+        """-> (the answers, how many rows this request charged). A scoring (``msg.batch``) is
+        charged each distinct row once and takes at most a path's levels."""
         snap = self._current(msg.version)
         served = self._model(msg.model_digest, snap)
         handles = msg.handles
         k = int(handles.size)
         if not 1 <= k <= 4096 or handles.min() < 0 or handles.max() >= snap.ids.n or np.unique(handles).size != k:
             raise ProtocolError(f"an online request names 1 to 4096 distinct rows of the {snap.ids.n} in the id set")
+        if len(msg.batch) != 16:
+            raise ProtocolError("an online scoring is named by 16 bytes")
         rows = msg.rows.astype(np.int64) if k > 1 else np.zeros(msg.records.size, dtype=np.int64)
         if rows.size != msg.records.size or (rows.size and rows.max() >= k):
             raise ProtocolError("each online routing question names one of the request's rows")
         at = served.records.positions(msg.records)  # unknown ids are refused here
         self._check_paths(served, at, rows)
+        depth = served.model.max_depth if served.model.max_depth is not None else (self.service.policy.max_depth or 64)
+        with self._lock:
+            key = (session, msg.batch)
+            seen = self._scorings.pop(key, None) or (0, set())
+            levels, charged = seen[0] + 1, seen[1]
+            if levels > depth:
+                raise ProtocolError(f"an online scoring routes at most {depth} levels (the model's depth)")
+            fresh = [int(h) for h in handles if int(h) not in charged]
+            self._check_budget("max_prediction_rows_per_day", used_rows, len(fresh))
+            self._scorings[key] = (levels, charged | set(fresh))
+            while len(self._scorings) > MAX_SCORINGS:
+                self._scorings.popitem(last=False)
         if self.service.ledger is not None:
             ids = snap.data.ids
             keys = self.service.ledger.row_keys([ids[int(snap.ids.order[h])] for h in handles])
             self.service.ledger.charge(keys, np.bincount(rows, minlength=k), self.service.policy.max_bits_per_row_per_day,
                                        f"answering {rows.size} online routing question(s)")
         answers = served.records.go_left(served.features[handles], rows, msg.records)
-        return RouteReply(int(answers.size), np.packbits(answers))
+        return RouteReply(int(answers.size), np.packbits(answers)), len(fresh)
 
     def _check_paths(self, served: _ServedModel, at: np.ndarray, rows: np.ndarray) -> None:
         """A row is asked about at most ``max_depth`` of this party's records per tree in one

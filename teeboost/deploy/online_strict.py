@@ -114,6 +114,7 @@ class StrictOnlinePassive:
         ledger = self.service.strict_ledger
         with ledger.locked() if ledger is not None else contextlib.nullcontext():  # one charge at a time, all lanes
             self._load(session, snap)
+            used_rows = self.online._usage("max_prediction_rows_per_day")
             told: dict = {"now": time.time()}
             records = {0: msg.record}
             if ledger is not None:
@@ -132,12 +133,14 @@ class StrictOnlinePassive:
                 session.seen = max([session.seen, *(v for v, _ in self._recent)])
             if summary["refused"]:
                 raise PolicyRefused(self.config.name, summary["refused"], summary["detail"])
-            if parts[1]:
+            if parts[1]:  # kept even if refused below: the enclave's ledger already counts it
                 ledger.append_online(parts[1], int(summary["version"]))
                 self._recent.append((int(summary["version"]), parts[1]))
                 session.seen = int(summary["version"])
-        self.service.audit.write("online route", peer=self.service.peer, protocol="strict", rows=int(summary["rows"]),
-                                 charged_rows=summary.get("charged_rows"), bits=summary.get("bits"))
+            self.online._check_budget("max_prediction_rows_per_day", used_rows, int(summary["rows"]))
+            # rows charged before the answer leaves; what the enclave charged in bits stays in it
+            self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="strict",
+                                     rows=int(summary["rows"]))
         return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
 
     def _load(self, session: _Session, snap) -> None:
@@ -165,6 +168,7 @@ class StrictOnlinePassive:
                                      log_version, np.frombuffer(log, np.uint8))
         parts = unpack_records(session.side.enclave.ecall("online_table", serde.encode(table)))
         summary = json.loads(parts[1])
+        session.batch_version = -1  # a new table: the enclave reads the batch ledger again
         if parts[0]:  # the log starts again from the base record the enclave sealed
             version = int(summary["ledger_version"])
             sealed_ledger.restart_online(parts[0], version)
@@ -172,7 +176,7 @@ class StrictOnlinePassive:
             session.seen = version
         session.loaded = (model.model_digest, snap.ids.version)
         self.service.audit.write("online table", peer=self.service.peer, model=model.model_digest[:16],
-                                 rows=int(summary["rows"]), ledger_entries=int(summary["ledger_rows"]))
+                                 rows=int(summary["rows"]))
 
     def close(self) -> None:
         with self._lock:

@@ -51,7 +51,7 @@ from ..parties.passive import PassiveParty
 from ..parties.psi import PsiPassive, PsiRequest, PsiResult
 from ..policy import DAY_SECONDS, PolicyRefused
 from teeboost.protocols.env import ProtocolEnv
-from ..transport.grpc_transport import PartyServer
+from ..transport.grpc_transport import PartyServer, current_online_peer
 from .config import PartyConfig, protocol_env
 from .messages import Abandon, Finish, PredictData, ProtocolSettings, Setup, Shutdown, TeeProfile
 from .online_passive import OnlineService
@@ -121,7 +121,8 @@ class PassiveService(PredictionSessions):
 
     @property
     def peer(self) -> str:
-        return self.server.current_peer if self.server is not None else "in-process"
+        """The client being served: of this thread's online request, else of the main lane's."""
+        return current_online_peer() or (self.server.current_peer if self.server is not None else "in-process")
 
     def env(self) -> ProtocolEnv:
         return protocol_env(self.config)

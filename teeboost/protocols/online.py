@@ -73,10 +73,13 @@ class OnlineBlinded:
 class OnlineRoute:
     """One level's routing questions about rows given by handle (positions in the id set of
     ``version``): question j asks whether row ``rows[j]`` (an index into ``handles``; empty
-    when there is one row) goes left at record ``records[j]``. Answered by ``RouteReply``."""
+    when there is one row) goes left at record ``records[j]``. Answered by ``RouteReply``.
+    ``batch`` (16 random bytes) names the scoring the levels belong to: its distinct rows are
+    charged to ``max_prediction_rows_per_day`` once, and it may take at most a path's levels."""
 
     model_digest: str
     version: str
+    batch: bytes
     handles: np.ndarray = array_field("int64", 1)
     records: np.ndarray = array_field("int32", 1)
     rows: np.ndarray = array_field("uint16", 1)

@@ -13,6 +13,7 @@ data changed is asked for its new id set (a handle is never used on another vers
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -108,7 +109,14 @@ class FederatedScorer:
         ids = [i for part, _ in batch for i in part]
         raw = np.concatenate([np.asarray(x, dtype=np.float64) for _, x in batch]) if batch else np.zeros((0, 0))
         try:
-            values, reasons, sent = self._score_rows(ids, raw)
+            try:
+                values, reasons, sent = self._score_rows(ids, raw)
+            except ProtocolError as exc:
+                if STALE_IDS not in str(exc):
+                    raise
+                for cache in self.caches.values():  # the data changed between the lookup and the routing:
+                    cache.version = ""              # look the ids up again in the new set, once
+                values, reasons, sent = self._score_rows(ids, raw)
         except (TransportUnavailable, TimeoutError) as exc:
             self._drop_channel()
             self.counts["unavailable"] += 1
@@ -139,7 +147,7 @@ class FederatedScorer:
     def _score_rows(self, ids: list[str], raw: np.ndarray) -> tuple[np.ndarray, list, int]:
         channel = self._connected()
         before = channel.traffic.to_dict()["bytes_total"]
-        handles = self._handles(channel, ids)
+        versions, handles = self._handles(channel, ids)
         held = np.all(np.stack([h >= 0 for h in handles.values()]), axis=0) if handles else np.ones(len(ids), bool)
         values = np.full((len(ids), self._width), np.nan)
         reasons: list = [None] * len(ids)
@@ -151,8 +159,8 @@ class FederatedScorer:
         for group in _distinct_groups([tuple(int(h[i]) for h in handles.values()) for i in rows]):
             chosen = rows[group]
             part = {p: h[chosen] for p, h in handles.items()}
-            margin = (self._strict.margin(channel, raw[chosen], part) if self._strict is not None
-                      else self._trees.margin(chosen.size, self._asker(channel, raw[chosen], part)))
+            margin = (self._strict.margin(channel, raw[chosen], part, versions) if self._strict is not None
+                      else self._trees.margin(chosen.size, self._asker(channel, raw[chosen], part, versions)))
             values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, self._width)
         sent = channel.traffic.to_dict()["bytes_total"] - before
         self.counts["batches"] += 1
@@ -161,13 +169,16 @@ class FederatedScorer:
         self.counts["bytes"] += sent
         return values, reasons, sent
 
-    def _asker(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray]):
-        """Own questions answered here; a passive party's, one ``OnlineRoute`` per level."""
+    def _asker(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray], versions: dict[int, str]):
+        """Own questions answered here; a passive party's, one ``OnlineRoute`` per level, all
+        naming the id set version the handles were found in."""
+        batch = secrets.token_bytes(16)
+
         def ask(party: int, records: np.ndarray, rows: np.ndarray) -> np.ndarray:
             if party == 0:
                 return self._own.go_left(raw, rows, records)
             k = handles[party].size
-            request = OnlineRoute(self.digest, self.caches[party].version, handles[party], records.astype(np.int32),
+            request = OnlineRoute(self.digest, versions[party], batch, handles[party], records.astype(np.int32),
                                   rows.astype(np.uint16) if k > 1 else np.zeros(0, np.uint16))
             reply = channel.request(party, request)
             if not isinstance(reply, RouteReply) or reply.n_answers != records.size \
@@ -177,23 +188,23 @@ class FederatedScorer:
             return np.unpackbits(reply.bits, count=records.size).astype(bool)
         return ask
 
-    def _handles(self, channel, ids: list[str]) -> dict[int, np.ndarray]:
-        """Each passive party's handles for ``ids`` (its id set fetched first if not held, or
-        again once if it changed)."""
-        out = {}
+    def _handles(self, channel, ids: list[str]) -> tuple[dict[int, str], dict[int, np.ndarray]]:
+        """Each passive party's (id set version, handles for ``ids``), its id set fetched first
+        if not held, or again once if it changed."""
+        versions, out = {}, {}
         for party, cache in self.caches.items():
             for attempt in range(2):
                 try:
                     if not cache.version:
                         cache.refresh(channel)
                         self.counts["id_set_fetches"] += 1
-                    out[party] = cache.handles(channel, ids)
+                    versions[party], out[party] = cache.handles(channel, ids)
                     break
                 except ProtocolError as exc:
                     if STALE_IDS not in str(exc) or attempt:
                         raise
                     cache.version = ""  # its data changed: fetch the new set, then ask again
-        return out
+        return versions, out
 
     # -- the connection
 

@@ -51,9 +51,11 @@ class BlindedIdCache:
             self.version, self.n_ids = reply.version, int(reply.n_ids)
             self.fetches += 1
 
-    def handles(self, channel, ids: list[str]) -> np.ndarray:
-        """The handle of each id in the passive party's set, -1 where it does not hold the id.
-        One round trip, with a fresh blinding scalar."""
+    def handles(self, channel, ids: list[str]) -> tuple[str, np.ndarray]:
+        """(the id set version they refer to, the handle of each id in the passive party's set,
+        -1 where it does not hold the id). One round trip, with a fresh blinding scalar. Every
+        later message about these rows must name that version (a refresh meanwhile, e.g. by a
+        health check, must not move them to another version's rows)."""
         scalar = new_scalar()
         asked = blind(hash_ids(ids), scalar)
         with self._lock:
@@ -65,7 +67,7 @@ class BlindedIdCache:
             raise ProtocolError(f"passive party {self.name!r} answered for id set {reply.version[:12]}, not "
                                 f"{version[:12]}")
         theirs = blind(np.ascontiguousarray(reply.points, dtype=np.uint8), invert_scalar(scalar))  # bH(x)
-        return self._lookup(theirs, version)
+        return version, self._lookup(theirs, version)
 
     def _lookup(self, points: np.ndarray, version: str) -> np.ndarray:
         with self._lock:

@@ -58,7 +58,7 @@ class StrictOnlineActive:
             self.sessions += 1
         return self._enclave
 
-    def margin(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray]) -> np.ndarray:
+    def margin(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray], versions: dict[int, str]) -> np.ndarray:
         with self._lock:
             enclave = self._session(channel)
             parties = sorted(handles)
@@ -66,7 +66,7 @@ class StrictOnlineActive:
                 np.ascontiguousarray(raw, dtype=np.float64), np.array(parties, dtype=np.int64),
                 np.stack([handles[p] for p in parties]).astype(np.int64)))))
             digest = self.scorer.digest
-            replies = channel.request_all({p: OnlineSealed(self._run_id, digest, self.scorer.caches[p].version, r)
+            replies = channel.request_all({p: OnlineSealed(self._run_id, digest, versions[p], r)
                                            for p, r in requests.items()})
             answers = {}
             for party, reply in replies.items():

@@ -267,6 +267,11 @@ def current_online_session() -> bytes:
     """In an online handler: the transport session of the request being served (so a
     handler can tell apart clients that speak at once)."""
     return getattr(_serving, "session", b"")
+
+
+def current_online_peer() -> str:
+    """In an online handler: the certificate fingerprint of the client being served."""
+    return getattr(_serving, "peer", "")
 _ONLINE_MAX_BYTES = 4 << 20  # the online lane takes requests up to this size
 _LARGE = 8 << 20  # requests or replies above this are followed by malloc_trim
 
@@ -487,7 +492,7 @@ class PartyServer:
             else:
                 if not online:
                     self.current_peer = peer
-                _serving.session = request.session if online else b""
+                _serving.session, _serving.peer = (request.session, peer) if online else (b"", "")
                 reply = answer_frame(self._online_handler if online else self._handler, request.frame,
                                      self._on_undecodable)
                 self._last.put(request.session, request.sequence, digest, reply)

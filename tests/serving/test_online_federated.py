@@ -4,6 +4,7 @@ never runs PSI over the passive party's whole id list per request."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -197,6 +198,11 @@ def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
             assert "max_bits_per_row_per_day" in refused.reasons[0] and np.isnan(refused.values).all()
         finally:
             scorer.close()
+        # the passive host's audit log says how many rows each strict online request scored, and
+        # nothing of what its enclave charged (which told it whether a customer was new today)
+        lines = [json.loads(line) for line in (tmp_path / "audit-passive-1.jsonl").read_text().splitlines()]
+        strict_online = [e for e in lines if e.get("dataset") == "online" and e.get("protocol") == "strict"]
+        assert strict_online and all(not {"charged_rows", "bits", "largest_in_batch"} & set(e) for e in strict_online)
     finally:
         passive.write_text(text)
         _restart_passive(federation)

@@ -172,6 +172,8 @@ def ecall_online_table(rt, payload):
     if min(msg.output_bits, msg.max_outputs, msg.max_bits_per_row) < 0:
         raise ProtocolError("budget settings must be >= 0")
     keys = msg.row_keys if counted else np.zeros((msg.raw.shape[0], 16), np.uint8)
+    if counted and np.unique(np.ascontiguousarray(keys[:, :8]).view(np.uint64)).size != keys.shape[0]:
+        raise ProtocolError("refused: two rows share a ledger key (each row is charged under its own)")
     codes = CodeTable(np.ascontiguousarray(msg.raw, dtype=np.float64), keys, records[1], records[2], records[4])
     codes.rows(np.zeros(0, dtype=np.int64))  # the scan is compiled now, not at the first request
     ledger, version = (replay_log(rt, current.party, msg.ledger_log.tobytes(), msg.ledger_version) if counted
@@ -186,8 +188,7 @@ def ecall_online_table(rt, payload):
                                   "output_bits": int(msg.output_bits), "max_outputs": int(msg.max_outputs),
                                   "max_bits_per_row": int(msg.max_bits_per_row)}
     base = seal_record(rt, current.party, version + 1, True, ledger) if counted else b""
-    summary = {"rows": codes.n_rows, "ledger_version": version + 1 if counted else 0,
-               "ledger_rows": int(ledger["keys"].shape[0])}
+    summary = {"rows": codes.n_rows, "ledger_version": version + 1 if counted else 0}
     return pack_records({0: base, 1: json.dumps(summary).encode()})
 
 
@@ -220,7 +221,10 @@ def ecall_online_records(rt, payload):
         raise ProtocolError("an online request names a row outside this party's id set")
     bits_each = state["output_bits"] or FULL_PRECISION_BITS
     cost = int(request.outputs) * bits_each
-    summary = {"rows": n, "outputs": int(request.outputs), "cost_per_row": cost, "refused": "", "detail": ""}
+    # what the host sees: the row count (it sees the request's size anyway) and a refusal; what
+    # was charged, to whom and how much stays in here (red team: those fields told the host
+    # whether the request's customer was new today, and, with host-chosen keys, which one it was)
+    summary = {"rows": n, "refused": "", "detail": ""}
     if state["max_outputs"] and request.outputs > state["max_outputs"]:
         summary.update(refused="max_outputs", detail=f"the model has {request.outputs} outputs; at most "
                        f"{state['max_outputs']}")

@@ -112,12 +112,9 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     charged = np.where(seen, 0, cost).astype(np.int64)
     after = spent + charged
     limit = state["max_bits_per_row"]
-    summary.update(charged_rows=int(np.count_nonzero(charged)), bits=int(charged.sum()),
-                   largest_in_batch=int(after.max(initial=0)))
     if limit and after.max(initial=0) > limit:
-        summary.update(refused="max_bits_per_row_per_day", detail=f"scoring {keys.shape[0]} row(s) at {cost} bits "
-                       f"each would take {int(np.count_nonzero(after > limit))} of them to up to "
-                       f"{int(after.max())} bits in 24 hours; at most {limit} bits per row per day")
+        summary.update(refused="max_bits_per_row_per_day", detail=f"a row of this request is over its budget of "
+                       f"{limit} bits per day ({cost} bits per score)")
         return True, b""
     entries = {"keys": np.ascontiguousarray(keys, dtype=np.uint8), "tags": np.ascontiguousarray(tags, dtype=np.uint8),
                "epochs": np.full(keys.shape[0], now), "bits": charged}
@@ -126,7 +123,7 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     new = charged > 0
     state["ledger"] = {k: np.concatenate([ledger[k][live], entries[k][new]]) for k in ledger}
     version = state["version"] = state["version"] + 1
-    summary.update(version=version, window_entries=int(state["ledger"]["keys"].shape[0]))
+    summary.update(version=version)
     return False, seal_record(rt, party, version, False, entries)
 
 
