@@ -205,7 +205,14 @@ def main() -> None:
                     started = time.perf_counter()
                     import httpx
 
-                    httpx.get(f"{url}/healthz", timeout=600)  # the passive party builds and sends its id set
+                    while True:  # the passive party builds its new id set (in the background), then sends it
+                        health = httpx.get(f"{url}/healthz", timeout=600).json()
+                        party = health["models"]["default"]["health"]["passive-1"]
+                        if party.get("ids") == n:
+                            break
+                        if time.perf_counter() - started > 900:
+                            raise SystemExit(f"the passive party's id set of {n} ids was not ready in 900 s: {health}")
+                        time.sleep(1.0)
                     warm = time.perf_counter() - started
                     load(url, "default", rows, 4, 1, 2, workdir)  # sessions and caches warm
                     cases = [

@@ -144,6 +144,7 @@ def _passive_summary(served: dict[str, Any], config: Path) -> str:
         f"party           {served['party']} (passive {served['index']}) stopped; it listened on {served['address']}",
         f"runs            {runs}",
         f"predictions     {served['prediction_batches']} batch(es), {served['prediction_rows']} rows",
+        f"online scoring  {served.get('online_requests', 0)} request(s), {served.get('online_rows', 0)} rows",
         f"refusals        {served['refusals']}",
         f"model dir       {served['model_dir']}",
         f"audit log       {served['audit_log']}  (teeboost audit show --config {config})",

@@ -17,6 +17,7 @@ request scored (``teeboost.protocols.strict.online``).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -78,6 +79,7 @@ class OnlineService:
         self._key = load_or_create_key(online_state_path(self.config, ".online-key"))
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None
+        self._building: PartyData | None = None  # new data whose id set is being built
         self._models: OrderedDict[tuple[str, str], _ServedModel] = OrderedDict()
         self._blinds = MicroBatcher(self._serve_blinds, name=f"{self.config.name}-blind", max_items=4096,
                                     size=lambda m: int(m.points.shape[0]))
@@ -91,17 +93,45 @@ class OnlineService:
     # -- the id set
 
     def snapshot(self) -> _Snapshot:
-        """The id set of the data the party serves now (re-read if its file changed)."""
+        """The id set of the data the party serves online. When the data file changed, the new
+        set is built in the background (about a minute at 1e6 ids) while the previous one goes
+        on answering; the first set is built before the first answer."""
         data = self.service.current_data()
+        if data.ids is None:
+            raise ProtocolError(f"party {self.config.name!r} has no id column: rows cannot be scored online")
         with self._lock:
-            if self._snapshot is None or self._snapshot.data is not data:
-                ids = [str(i) for i in data.ids] if data.ids is not None else []
-                if data.ids is None:
-                    raise ProtocolError(f"party {self.config.name!r} has no id column: rows cannot be scored online")
-                self._snapshot = _Snapshot(data, ServedIdSet(ids, self._key,
-                                                             online_state_path(self.config, ".online-ids.npz")))
-                self._models.clear()
+            current = self._snapshot
+            if current is not None and (current.data is data or self._building is data):
+                return current
+            if current is not None:  # serve the old set until the new one is ready
+                self._building = data
+                threading.Thread(target=self._build, args=(data,), name=f"teeboost-{self.config.name}-ids",
+                                 daemon=True).start()
+                return current
+        built = self._built(data)
+        with self._lock:
+            if self._snapshot is None:
+                self._snapshot = built
             return self._snapshot
+
+    def _built(self, data: PartyData) -> _Snapshot:
+        return _Snapshot(data, ServedIdSet([str(i) for i in data.ids], self._key,
+                                           online_state_path(self.config, ".online-ids.npz")))
+
+    def _build(self, data: PartyData) -> None:
+        try:
+            built = self._built(data)
+        except Exception as exc:  # noqa: BLE001 - the old set goes on serving; the operator is told
+            print(f"teeboost: party {self.config.name}: the online id set of the new data could not be built "
+                  f"({type(exc).__name__}: {exc}); still serving the previous one", file=sys.stderr, flush=True)
+            with self._lock:
+                self._building = None
+            return
+        with self._lock:
+            if self._building is data:
+                self._snapshot, self._building = built, None
+                self._models.clear()
+        self.service.audit.write("online ids", version=built.ids.version[:12], ids=built.ids.n, rebuilt=True)
 
     def _current(self, version: str) -> _Snapshot:
         snap = self.snapshot()

@@ -114,6 +114,8 @@ class StrictOnlinePassive:
         ledger = self.service.strict_ledger
         with ledger.locked() if ledger is not None else contextlib.nullcontext():  # one charge at a time, all lanes
             self._load(session, snap)
+            if not msg.record:  # the session's set-up: its table is loaded, nothing is scored
+                return OnlineSealed(msg.run_id, msg.model_digest, msg.version, b"")
             used_rows = self.online._usage("max_prediction_rows_per_day")
             told: dict = {"now": time.time()}
             records = {0: msg.record}

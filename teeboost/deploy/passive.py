@@ -489,7 +489,8 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dic
             server.wait()
         finally:
             service.close()
-    return {"party": config.name, "index": config.index, "address": address, **service.served,
+    online = service._online.served if service._online is not None else {"online_requests": 0, "online_rows": 0}
+    return {"party": config.name, "index": config.index, "address": address, **service.served, **online,
             "model_dir": str(config.model_dir), "audit_log": str(config.audit_log)}
 
 

@@ -33,7 +33,8 @@ from .scorer import PeerUnavailable, ScoredRows
 
 __all__ = ["FederatedScorer"]
 
-MAX_BATCH_ROWS = 1024  # rows scored together (larger requests are scored in several batches)
+MAX_BATCH_ROWS = 1024
+SETUP_TIMEOUT = 600.0  # seconds for an id set fetch, or a strict session's attestation and table load  # rows scored together (larger requests are scored in several batches)
 
 
 class FederatedScorer:
@@ -59,6 +60,7 @@ class FederatedScorer:
         self._width = self.model.ensemble.n_outputs if self.objective == "multiclass" else 1
         self._own = RecordArrays.from_owner(self.model.owner)
         self._channel: GrpcChannel | None = None
+        self._setup: GrpcChannel | None = None
         self._channel_lock = threading.Lock()
         self._strict = None
         if self.protocol == "strict":
@@ -84,7 +86,7 @@ class FederatedScorer:
         """Each passive party: reachable now, and the id set version held."""
         out = {}
         try:
-            channel = self._connected()
+            channel = self._setup_channel()
             for party, cache in self.caches.items():
                 cache.refresh(channel)
                 out[self._names[party]] = {"reachable": True, "ids": cache.n_ids, "id_set": cache.version[:12]}
@@ -196,7 +198,7 @@ class FederatedScorer:
             for attempt in range(2):
                 try:
                     if not cache.version:
-                        cache.refresh(channel)
+                        cache.refresh(self._setup_channel())
                         self.counts["id_set_fetches"] += 1
                     versions[party], out[party] = cache.handles(channel, ids)
                     break
@@ -218,11 +220,23 @@ class FederatedScorer:
                 self.counts["reconnects"] += 1
             return self._channel
 
+    def _setup_channel(self) -> GrpcChannel:
+        """For what may take long once: fetching an id set (a minute to build at 1e6 ids, 32 MB),
+        attesting a strict session and loading its passive table. Its own transport session."""
+        with self._channel_lock:
+            if self._setup is None:
+                config = self.config
+                self._setup = GrpcChannel(config.peers, sender=config.name, tls=config.tls, insecure=config.insecure,
+                                          timeout=SETUP_TIMEOUT, max_message_bytes=config.max_message_bytes,
+                                          retries=1, retry_delay=0.05, online=True)
+            return self._setup
+
     def _drop_channel(self) -> None:
         with self._channel_lock:
-            channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.close()
+            channels, self._channel, self._setup = [self._channel, self._setup], None, None
+        for channel in channels:
+            if channel is not None:
+                channel.close()
         if self._strict is not None:
             self._strict.reset()
 

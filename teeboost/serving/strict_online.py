@@ -41,16 +41,22 @@ class StrictOnlineActive:
         self._lock = threading.Lock()
         self.sessions = 0  # attested so far (metrics)
 
-    def _session(self, channel):
+    def _session(self, versions: dict[int, str]):
+        """The session's enclave, attested (and every passive enclave given its table) over
+        the setup channel, whose timeout allows for loading a million rows; requests then go
+        over the short-timeout channel."""
         if self._enclave is None:
             params = BoostParams()
             env = dataclasses.replace(self.env, run_id=f"online.{secrets.token_hex(16)}")
-            enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin,
+            setup = self.scorer._setup_channel()
+            enclave = attest_enclaves(PROGRAM, "strict", setup, SplitCriteria.from_params(params), params.max_bin,
                                       env)
             try:
                 model = self.scorer.model
                 enclave.ecall("online_model", serde.encode(om.StrictOnlineModel(
                     json.dumps(model.ensemble.to_dict()), *sm.record_arrays(model.owner))))
+                # an empty record: load the table now, not within a request's timeout
+                setup.request_all({p: OnlineSealed(env.run_id, self.scorer.digest, v, b"") for p, v in versions.items()})
             except BaseException:
                 enclave.close()
                 raise
@@ -60,7 +66,7 @@ class StrictOnlineActive:
 
     def margin(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray], versions: dict[int, str]) -> np.ndarray:
         with self._lock:
-            enclave = self._session(channel)
+            enclave = self._session(versions)
             parties = sorted(handles)
             requests = unpack_records(enclave.ecall("online_begin", serde.encode(om.StrictOnlineBatch(
                 np.ascontiguousarray(raw, dtype=np.float64), np.array(parties, dtype=np.int64),

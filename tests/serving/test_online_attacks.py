@@ -9,6 +9,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -109,7 +110,11 @@ def test_a_handle_is_never_applied_to_another_versions_rows(federation):
                 frame = pd.read_csv(path, dtype={"id": str}).sample(frac=1.0, random_state=3)
                 frame.to_csv(tmp_path / "moved.csv", index=False)
                 (tmp_path / "moved.csv").replace(path)
-                scorer.health()  # the cache now holds the new version
+                deadline = time.monotonic() + 30
+                while cache.version == found[0] and time.monotonic() < deadline:  # the new set, once built
+                    scorer.health()
+                    time.sleep(0.2)
+                assert cache.version != found[0]
             return found
 
         cache.handles = handles_then_move

@@ -115,6 +115,12 @@ def test_a_passive_data_change_is_seen_and_a_restart_is_survived(federation):
         tmp = tmp_path / "passive-1.tmp"
         shuffled.to_csv(tmp, index=False)
         tmp.replace(passive)
+        during = scorer.score(ids, features)  # while the new set is built, the previous one answers
+        np.testing.assert_array_equal(first.values, during.values)
+        deadline = time.monotonic() + 30
+        while scorer.caches[1].version == version and time.monotonic() < deadline:
+            scorer.health()
+            time.sleep(0.2)
         second = scorer.score(ids, features)
         assert scorer.caches[1].version != version  # fetched again
         np.testing.assert_array_equal(first.values, second.values)
