@@ -64,4 +64,6 @@ def test_a_passive_party_reading_a_postgres_table_trains_and_predicts_as_from_it
             stop_passive_parties(configs["active"], [process])
     (auc_csv, p_csv), (auc_sql, p_sql) = results
     assert auc_sql == auc_csv
-    pd.testing.assert_frame_equal(p_sql, p_csv)
+    # the same scores; the model versions differ (strict mode's enclaves draw random record ids)
+    assert p_sql["scored_by"].isna().equals(p_csv["scored_by"].isna())  # the same rows scored
+    pd.testing.assert_frame_equal(p_sql.drop(columns=["scored_by"]), p_csv.drop(columns=["scored_by"]))
