@@ -78,8 +78,10 @@ def test_a_passive_party_that_serves_ntee_only(tmp_path):
         assert predicted.returncode == 0, predicted.stderr
         assert json.loads(predicted.stdout)["unscored"] == 5
         output = pd.read_csv(tmp_path / "p.csv", dtype={"id": str})
-        assert list(output.columns) == ["id", "probability_1", "prediction"]
+        assert list(output.columns) == ["id", "probability_1", "prediction", "scored_by", "reason"]
         assert output["probability_1"].head(20).notna().all() and output["probability_1"].tail(5).isna().all()
+        assert output["scored_by"].head(20).str.startswith("model@").all() and output["scored_by"].tail(5).isna().all()
+        assert output["reason"].tail(5).str.contains("not held by every passive party").all()
         assert set(output["prediction"].dropna()) <= {0, 1}
         text = (tmp_path / "audit-passive-1.jsonl").read_text() + (tmp_path / "p1.log").read_text()
         assert not any(f'"{i}"' in text for i in lacking["id"])
