@@ -37,9 +37,10 @@ from teeboost.transport.grpc_transport import current_online_session
 if TYPE_CHECKING:
     from .online_passive import OnlineService
 
-__all__ = ["StrictOnlinePassive", "MAX_SESSIONS"]
+__all__ = ["StrictOnlinePassive", "MAX_SESSIONS", "RECENT_RECORDS"]
 
 MAX_SESSIONS = 8  # strict online sessions held at once (the least recently used is closed)
+RECENT_RECORDS = 10_000  # online ledger records kept in memory for sessions to catch up on
 
 
 @dataclass
@@ -139,11 +140,21 @@ class StrictOnlinePassive:
                 ledger.append_online(parts[1], int(summary["version"]))
                 self._recent.append((int(summary["version"]), parts[1]))
                 session.seen = int(summary["version"])
+            self._forget_seen()
             self.online._check_budget("max_prediction_rows_per_day", used_rows, int(summary["rows"]))
             # rows charged before the answer leaves; what the enclave charged in bits stays in it
             self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="strict",
                                      rows=int(summary["rows"]))
         return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
+
+    def _forget_seen(self) -> None:
+        """Records every session has applied are not needed in memory any more (the log on
+        disk keeps them); at most ``RECENT_RECORDS`` are kept for sessions that lag (one that
+        lags further is refused at its next request, and its scoring service attests a new
+        session, which replays the log from disk)."""
+        with self._lock:
+            oldest = min((x.seen for x in self._sessions.values()), default=0)
+        self._recent = [(v, r) for v, r in self._recent if v > oldest][-RECENT_RECORDS:]
 
     def _load(self, session: _Session, snap) -> None:
         """The table of this model and data version into the session's enclave (once); the
