@@ -180,8 +180,12 @@ class SealedLedgerFile:
         name = audit_log.name.removesuffix(".jsonl") + ".strict-ledger.sealed"
         return SealedLedgerFile(audit_log.with_name(name), versions)
 
+    def version(self) -> int:
+        """The version the host last stored (without reading the blob)."""
+        return self.versions.get_meta_int("strict_ledger_version")
+
     def load(self) -> tuple[bytes, int]:
-        version = self.versions.get_meta_int("strict_ledger_version")
+        version = self.version()
         try:
             return self.path.read_bytes(), version
         except FileNotFoundError:

@@ -47,7 +47,6 @@ class MicroBatcher(Generic[T]):
         self._lock = threading.Lock()
         self._leaders = 0
         self._closed = False
-        self.batches = 0  # served so far (for metrics)
 
     def submit(self, item: T) -> Any:
         slot = _Slot(item)
@@ -90,7 +89,6 @@ class MicroBatcher(Generic[T]):
                 if other is not slot:
                     other.event.set()
         with self._lock:
-            self.batches += bool(taken)
             if slot.finished:
                 slot.lead = False
                 waiting = next((s for s in self._queue if not s.lead), None)

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,16 @@ def online_state_path(service_config, suffix: str) -> Path:
 class _Snapshot:
     data: PartyData
     ids: ServedIdSet
+    keys: dict = field(default_factory=dict)  # handle -> row ledger key (each row's HMAC once, not per level)
+
+    def row_keys(self, ledger, handles: np.ndarray) -> np.ndarray:
+        missing = [int(h) for h in handles if int(h) not in self.keys]
+        if missing:
+            found = ledger.row_keys([self.data.ids[int(self.ids.order[h])] for h in missing])
+            self.keys.update(zip(missing, found))
+            while len(self.keys) > 1_000_000:
+                self.keys.pop(next(iter(self.keys)))
+        return np.stack([self.keys[int(h)] for h in handles])
 
 
 @dataclass
@@ -173,7 +183,7 @@ class OnlineService:
                 results.append(OnlineBlinded(snap.ids.version, snap.ids.blind(msg.points)))
                 asked += k
             except Exception as exc:  # noqa: BLE001 - this request is refused, not the batch
-                results.append(self._told(msg, exc))
+                results.append(exc)  # raised in its own caller's thread, where the service audits it
         if asked:
             self.service.audit.write("align", peer=current_online_peer(), purpose="online", ids=asked,
                                      requests=len(batch))
@@ -193,7 +203,7 @@ class OnlineService:
                 rows += int(msg.handles.size)
                 answered += reply.n_answers
             except Exception as exc:  # noqa: BLE001
-                results.append(self._told(msg, exc))
+                results.append(exc)  # raised in its own caller's thread, where the service audits it
         if new_rows:
             self.service.audit.write("predict", peer=current_online_peer(), dataset="online", rows=new_rows,
                                      requests=len(batch))
@@ -233,8 +243,7 @@ class OnlineService:
             while len(self._scorings) > MAX_SCORINGS:
                 self._scorings.popitem(last=False)
         if self.service.ledger is not None:
-            ids = snap.data.ids
-            keys = self.service.ledger.row_keys([ids[int(snap.ids.order[h])] for h in handles])
+            keys = snap.row_keys(self.service.ledger, handles)
             self.service.ledger.charge(keys, np.bincount(rows, minlength=k), self.service.policy.max_bits_per_row_per_day,
                                        f"answering {rows.size} online routing question(s)")
         answers = served.records.go_left(served.features[handles], rows, msg.records)
@@ -289,11 +298,6 @@ class OnlineService:
     def _check_budget(self, rule: str, used: int, asked: int) -> None:
         if getattr(self.service.policy, rule) is not None:
             self.service.policy.check_budget(self.config.name, rule, used, asked)
-
-    @staticmethod
-    def _told(msg: Any, exc: Exception) -> Exception:
-        """This request's refusal, raised in its own thread (where the service audits it)."""
-        return exc
 
     def _strict_side(self):
         with self._lock:

@@ -121,10 +121,10 @@ class StrictOnlinePassive:
             told: dict = {"now": time.time()}
             records = {0: msg.record}
             if ledger is not None:
-                blob, version = ledger.load()
+                version = ledger.version()
                 told["batch_version"] = version
                 if version != session.batch_version:  # batch sessions spent since: the enclave reads their ledger
-                    records[2] = blob
+                    records[2] = ledger.load()[0]
                 others = [(v, r) for v, r in self._recent if v > session.seen]
                 if others:  # what other online sessions charged since this one last looked
                     records[3] = b"".join(len(r).to_bytes(4, "big") + r for _, r in others)

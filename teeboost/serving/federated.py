@@ -243,16 +243,13 @@ class FederatedScorer:
 
 def _distinct_groups(keys: list[tuple]) -> list[np.ndarray]:
     """Split positions so that no group holds the same passive row twice (a passive party
-    answers a request about distinct rows)."""
-    groups: list[list[int]] = []
-    seen: list[set] = []
-    for i, key in enumerate(keys):
-        for group, used in zip(groups, seen):
-            if key not in used:
-                group.append(i)
-                used.add(key)
-                break
-        else:
-            groups.append([i])
-            seen.append({key})
-    return [np.array(g, dtype=np.int64) for g in groups]
+    answers a request about distinct rows): the k-th time a row appears goes to group k."""
+    if not keys:
+        return []
+    _, inverse = np.unique(np.array(keys, dtype=np.int64).reshape(len(keys), -1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.r_[0, np.flatnonzero(np.diff(inverse[order])) + 1]
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys)) - np.repeat(starts, np.diff(np.r_[starts, len(keys)]))
+    return [np.flatnonzero(rank == k) for k in range(int(rank.max()) + 1)]

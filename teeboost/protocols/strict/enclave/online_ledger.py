@@ -44,16 +44,22 @@ def seal_record(rt, party: int, version: int, base: bool, entries: dict) -> byte
                                                      entries["epochs"], entries["bits"])), _context(party))
 
 
+def _opened(rt, party: int, blob: bytes) -> list[om.StrictLedgerDelta]:
+    """The sealed records of a log (each u32 length-prefixed), opened."""
+    records, at = [], 0
+    while at < len(blob):
+        size = int.from_bytes(blob[at:at + 4], "big")
+        if at + 4 + size > len(blob):
+            raise ProtocolError("refused: the online ledger log is cut short")
+        records.append(expect(rt.unseal(blob[at + 4:at + 4 + size], _context(party)), om.StrictLedgerDelta))
+        at += 4 + size
+    return records
+
+
 def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, int]:
     """The log's records, each opened and checked: versions consecutive from a base record,
     and the last one the host recorded (or one past it: a store it did not finish recording)."""
-    records, at = [], 0
-    while at < len(blob):
-        if at + 4 > len(blob):
-            raise ProtocolError("refused: the online ledger log is cut short")
-        size = int.from_bytes(blob[at:at + 4], "big")
-        records.append(expect(rt.unseal(blob[at + 4:at + 4 + size], _context(party)), om.StrictLedgerDelta))
-        at += 4 + size
+    records = _opened(rt, party, blob)
     if not records:
         if host_version != 0:
             raise ProtocolError(f"refused: the host last recorded online ledger version {host_version}, and "
@@ -73,13 +79,7 @@ def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, in
 def apply_records(rt, party: int, state: dict, blob: bytes) -> None:
     """Records other sessions appended to the log since this one last looked, in order: each
     must follow the last version this enclave knows (a base record replaces what it held)."""
-    at = 0
-    while at < len(blob):
-        if at + 4 > len(blob):
-            raise ProtocolError("refused: an online ledger record is cut short")
-        size = int.from_bytes(blob[at:at + 4], "big")
-        record = expect(rt.unseal(blob[at + 4:at + 4 + size], _context(party)), om.StrictLedgerDelta)
-        at += 4 + size
+    for record in _opened(rt, party, blob):
         if record.version != state["version"] + 1:
             raise ProtocolError(f"refused: online ledger record {record.version} does not follow version "
                                 f"{state['version']} (a record was left out)")
