@@ -72,7 +72,7 @@ class BudgetCounters:
             raise ConfigError(f"cannot open the budget counters {path}: {exc}") from None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # a process crash loses no commit (docs/online-scoring.md)
             self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value)")
             self._db.execute("CREATE TABLE IF NOT EXISTS used (rule TEXT, hour INTEGER, amount INTEGER, "
                              "PRIMARY KEY (rule, hour)) WITHOUT ROWID")
