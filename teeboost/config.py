@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from .core.constraints import RunConstraints, parse_interactions, parse_monotone
 from .errors import ConfigError
 
 __all__ = ["BoostParams", "ProtocolOptions", "OBJECTIVES", "OBJECTIVE_ALIASES", "PARAM_ALIASES", "METRICS",
@@ -143,6 +144,10 @@ class BoostParams:
     # binary: the label value that is class 1, whose probability the model gives (None: the
     # larger of the two values, e.g. 1 of 0/1, or "yes" of "no"/"yes")
     positive_class: str | None = None
+    # XGBoost's monotone_constraints by column name ({"age": 1, "MonthlyIncome": -1}; any
+    # party's columns) and interaction_constraints (sets of column names); see core/constraints.py
+    monotone_constraints: dict[str, int] | None = None
+    interaction_constraints: tuple[tuple[str, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         objective = OBJECTIVE_ALIASES.get(self.objective, self.objective)
@@ -183,6 +188,13 @@ class BoostParams:
             if objective not in (None, "binary"):
                 raise ConfigError(f"positive_class applies to binary classification only, not objective={objective!r}")
             object.__setattr__(self, "positive_class", str(self.positive_class))
+        try:
+            monotone = parse_monotone(self.monotone_constraints)
+            interaction = parse_interactions(self.interaction_constraints)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        object.__setattr__(self, "monotone_constraints", monotone or None)
+        object.__setattr__(self, "interaction_constraints", interaction or None)
         if self.reg_lambda == 0 and self.min_child_weight == 0:
             raise ConfigError(
                 "reg_lambda=0 together with min_child_weight=0 allows leaves with zero "
@@ -202,6 +214,11 @@ class BoostParams:
                 raise ConfigError(f"eval_metric={name!r} does not score objective={self.objective!r} "
                                   f"(use {', '.join(_METRICS_FOR[self.objective])})")
         return names
+
+    @property
+    def constraints(self) -> RunConstraints:
+        """The run's monotone and interaction constraints (public: every party binds them)."""
+        return RunConstraints(dict(self.monotone_constraints or {}), tuple(self.interaction_constraints or ()))
 
     @property
     def delta_step(self) -> float:
@@ -245,6 +262,9 @@ class BoostParams:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["eval_metric"] = None if self.eval_metric is None else list(self.eval_metric)
+        out["monotone_constraints"] = None if self.monotone_constraints is None else dict(self.monotone_constraints)
+        out["interaction_constraints"] = (None if self.interaction_constraints is None
+                                          else [list(s) for s in self.interaction_constraints])
         return out
 
 

@@ -40,6 +40,7 @@ from teeboost.protocols.strict.enclave.consent import Consent
 from .tee.identity import PartyIdentity
 from teeboost.protocols.registry import get_protocol
 from .row_matching import match_rows
+from .run_constraints import checked_constraints, party_constraints
 from .tee.simulated import SimulatedPlatform
 from .training_columns import check_distinct_feature_names, drop_unusable_columns
 from .transport.base import Channel
@@ -192,7 +193,8 @@ def _environments(uses_enclaves: bool, options: ProtocolOptions, n_passive: int,
 def _columns(party: PartyData, params: BoostParams, backend: ComputeBackend | None = None) -> PartyColumns:
     """Binned columns; with a backend (the party's [compute]) binning and histograms run there."""
     bins = fit_bins(party.features, params.max_bin, categorical=party.categorical_mask, backend=backend)
-    return PartyColumns(bins, bins.transform(party.features, backend=backend), backend=backend)
+    return PartyColumns(bins, bins.transform(party.features, backend=backend), backend=backend,
+                        names=list(party.feature_names))
 
 
 def set_compute(env: ProtocolEnv, compute: ComputeOptions | None) -> None:
@@ -336,9 +338,13 @@ def train_active(
             announce_validation(channel, "" if validation is None else validation[1],
                                 0 if validation is None else validation[0].n_rows)
         weighted = SplitCriteria.rows_weighted(params.scale_pos_weight, weights, valid_weights)
+        checked_constraints(params, active, active_columns)
+        constrained = party_constraints(params, list(active.feature_names), hello)
         finder = spec.make_active(channel, active_columns, SplitCriteria.from_params(params, weighted=weighted),
                                   passive_bins, passive_categorical, params,
                                   dataclasses.replace(env, run_id=run_id, on_phase=on_phase or env.on_phase))
+        if constrained:
+            finder.constrain(constrained)
         if policy is not None and hasattr(finder, "max_passive_features"):  # strict: counted in every passive enclave
             finder.max_passive_features = policy.max_passive_features or 0
         if spec.trains_in_enclave:
@@ -516,7 +522,8 @@ def build_passive(index: int, data: PartyData, params: BoostParams, protocol: st
     party = PassiveParty(index, data.name, list(data.feature_names), columns.owner, columns=columns,
                          protocol=spec.make_passive(columns, params, env, index), protocol_name=protocol,
                          checkpoint=checkpoint, fingerprint=fingerprint, policy=policy, max_depth=params.max_depth,
-                         vocabularies=data.vocabularies, served_runs=served_runs, backend=env.compute)
+                         vocabularies=data.vocabularies, served_runs=served_runs, backend=env.compute,
+                         constraints=checked_constraints(params, data, columns))
     party.add_dataset("train", data.features)
     if valid is not None:
         party.add_dataset("valid", valid.features)

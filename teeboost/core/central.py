@@ -16,6 +16,7 @@ from ..config import BoostParams
 from .binning import fit_bins
 from .boosting import Booster
 from .columns import PartyColumns
+from .constraints import PartyConstraints, PathColumns
 from .grower import AppliedSplit, SplitFinder
 from .loss import make_objective
 from .model import Ensemble
@@ -28,7 +29,7 @@ __all__ = ["CentralFinder", "LocalOracle", "train_central"]
 
 class CentralFinder(SplitFinder):
     def __init__(self, columns: PartyColumns, criteria: SplitCriteria,
-                 party_features: list[int] | None = None) -> None:
+                 party_features: list[int] | None = None, constraints: PartyConstraints | None = None) -> None:
         self.columns = columns
         self.criteria = criteria
         self.party_features = [columns.n_features] if party_features is None else list(party_features)
@@ -36,6 +37,8 @@ class CentralFinder(SplitFinder):
             raise ValueError(f"party column counts {self.party_features} do not add up to the table's "
                              f"{columns.n_features} columns")
         self._sampled = None
+        self.constraints = constraints  # of the joined table's columns
+        self._paths = PathColumns()
         self._tree = -1
         self._codec = None
         self._node_rows = None
@@ -46,11 +49,16 @@ class CentralFinder(SplitFinder):
         self._sampled = np.concatenate([sampled_features(self.criteria, party, tree_index, n)
                                         for party, n in enumerate(self.party_features)])
         self.columns.begin_tree(gradients)
+        self._paths.reset()
 
-    def find_splits(self, nodes, node_rows):
+    def find_splits(self, nodes, node_rows, limits=None):
         self._node_rows = node_rows
         found = []
-        bests = self.columns.best(nodes, node_rows, self._codec, self.criteria, self._sampled)
+        constrained = {}
+        if limits is not None and self.constraints is not None:
+            constrained = {"directions": self.constraints.directions, "bounds": limits.bounds_of(nodes),
+                           "allowed": self.constraints.allowed(limits.sets_of(nodes), self._paths.of(nodes))}
+        bests = self.columns.best(nodes, node_rows, self._codec, self.criteria, self._sampled, **constrained)
         for node, best in zip(nodes, bests):
             found.append(SplitInfo(node, 0, best.gain, best.feature, best.bin, best.default_left)
                          if best.valid else None)
@@ -61,10 +69,15 @@ class CentralFinder(SplitFinder):
 
     def apply_splits(self, splits, children):
         out = []
-        for split in splits:
+        for split, (left, right) in zip(splits, children):
             record, went_left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
                                                    split.bin, split.default_left, self._tree)
-            out.append(AppliedSplit(record, went_left))
+            if self.constraints is None:
+                out.append(AppliedSplit(record, went_left))
+                continue
+            self._paths.split(split.node_id, left, right, split.feature)
+            out.append(AppliedSplit(record, went_left, int(self.constraints.directions[split.feature]),
+                                    int(self.constraints.membership[split.feature])))
         return out
 
 
@@ -82,14 +95,20 @@ class LocalOracle(RoutingOracle):
 
 def train_central(
     features: np.ndarray, labels: np.ndarray, params: BoostParams, objective: str, n_classes: int = 2,
-    party_features: list[int] | None = None,
+    party_features: list[int] | None = None, feature_names: list[str] | None = None,
 ) -> tuple[Ensemble, OwnerTable]:
     """Train on a joined numeric table; returns the trees and the single owner table.
-    ``party_features``: columns per party, active first (None: one party holds them all)."""
+    ``party_features``: columns per party, active first (None: one party holds them all);
+    ``feature_names``: the columns' names, which constraints name."""
     bins = fit_bins(features, params.max_bin)
     columns = PartyColumns(bins, bins.transform(features))
+    constraints = None
+    if params.constraints.any:
+        names = list(feature_names) if feature_names is not None else [f"f{i}" for i in range(features.shape[1])]
+        params.constraints.check_held(set(names))
+        constraints = params.constraints.for_party(names)
     booster = Booster(params, make_objective(objective, n_classes, delta_step=params.delta_step),
-                      CentralFinder(columns, SplitCriteria.from_params(params), party_features),
+                      CentralFinder(columns, SplitCriteria.from_params(params), party_features, constraints),
                       LocalOracle(columns.owner, features),
                       on_truncate=columns.owner.keep_trees_below)
     return booster.fit(labels), columns.owner

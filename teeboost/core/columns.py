@@ -24,10 +24,12 @@ class PartyColumns:
     """Binned columns of one party plus the lookup table of splits it owns."""
 
     def __init__(self, bins: FeatureBins, binned: np.ndarray, owner: OwnerTable | None = None,
-                 backend: ComputeBackend | None = None):
+                 backend: ComputeBackend | None = None, names: list[str] | None = None):
         """``binned``: (n_rows, n_features) as ``FeatureBins.transform`` makes it; ``backend``:
-        the party's own compute backend, where histograms are summed if it takes such work."""
+        the party's own compute backend, where histograms are summed if it takes such work;
+        ``names``: the columns' names (what a run's constraints name)."""
         self.bins = bins
+        self.names = list(names) if names is not None else [f"f{i}" for i in range(bins.n_features)]
         self.binned_by_feature = np.ascontiguousarray(binned.T)
         self.owner = owner if owner is not None else OwnerTable()
         self.backend = backend
@@ -67,10 +69,13 @@ class PartyColumns:
         codec: GradientCodec,
         criteria: SplitCriteria,
         sampled: np.ndarray | None = None,
+        **limits,
     ) -> list[NodeBest]:
-        """Best split per node over the features marked in ``sampled`` (None: all)."""
+        """Best split per node over the features marked in ``sampled`` (None: all), within
+        the constraints' ``limits`` (``best_splits`` keywords)."""
         hist = self.level_histograms(nodes, node_rows)
-        return best_splits(hist, self.bins.n_value_bins, codec, criteria, self.bins.categorical_mask, sampled)
+        return best_splits(hist, self.bins.n_value_bins, codec, criteria, self.bins.categorical_mask, sampled,
+                           **limits)
 
     def go_left_binned(self, rows: np.ndarray, feature: int, bin_index: int, default_left: bool) -> np.ndarray:
         return goes_left(self.binned_by_feature[feature, rows], bin_index, default_left,

@@ -9,26 +9,47 @@ or a socket, which is what lets every protocol be checked against the same refer
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..config import BoostParams
+from .constraints import ALL_SETS, child_bounds, child_sets
 from .gradients import EncodedGradients
 from .nodes import NodeRows
 from .split import SplitCriteria, SplitInfo
 from .tree import Tree
 
-__all__ = ["SplitFinder", "AppliedSplit", "TreeGrower", "GrownTree"]
+__all__ = ["SplitFinder", "AppliedSplit", "NodeLimits", "TreeGrower", "GrownTree"]
 
 
 @dataclass(frozen=True)
 class AppliedSplit:
     """What the owner of a split returns: its record id and the left instance set, as a
-    boolean over the node's rows in row order (True: left), which cannot name a row outside it."""
+    boolean over the node's rows in row order (True: left), which cannot name a row outside it.
+    Under constraints, also the split column's public monotone direction and the mask of the
+    interaction sets holding it (what the children's limits follow from)."""
 
     record: int
     went_left: np.ndarray
+    direction: int = 0
+    membership: int = 0
+
+
+@dataclass
+class NodeLimits:
+    """Per node of the tree being grown, what constraints leave it (``teeboost.core.constraints``):
+    bounds on its weight and its interaction state (the sets still holding its whole path)."""
+
+    bounds: dict[int, tuple[float, float]] = field(default_factory=lambda: {0: (-np.inf, np.inf)})
+    sets: dict[int, int] = field(default_factory=lambda: {0: ALL_SETS})
+
+    def bounds_of(self, nodes) -> np.ndarray:
+        """float (nodes, 2): lower and upper weight of each node."""
+        return np.array([self.bounds[int(n)] for n in nodes], dtype=np.float64).reshape(len(nodes), 2)
+
+    def sets_of(self, nodes) -> np.ndarray:
+        return np.array([self.sets[int(n)] for n in nodes], dtype=np.int64)
 
 
 class SplitFinder(ABC):
@@ -39,8 +60,10 @@ class SplitFinder(ABC):
         """A new tree over sampled ``rows`` with these gradients starts."""
 
     @abstractmethod
-    def find_splits(self, nodes: list[int], node_rows: NodeRows) -> list[SplitInfo | None]:
-        """Best split of each node (None: no split improves the objective)."""
+    def find_splits(self, nodes: list[int], node_rows: NodeRows, limits: NodeLimits | None = None
+                    ) -> list[SplitInfo | None]:
+        """Best split of each node (None: no split improves the objective), within the nodes'
+        ``limits`` when the run has constraints."""
 
     @abstractmethod
     def apply_splits(self, splits: list[SplitInfo], children: list[tuple[int, int]]) -> list[AppliedSplit]:
@@ -48,6 +71,11 @@ class SplitFinder(ABC):
 
     def end_tree(self) -> None:
         """The tree is complete (protocols may release per-tree state)."""
+
+    def constrain(self, by_party: dict) -> None:
+        """The run's constraints, per party (0: active; ``PartyConstraints``). Every protocol's
+        finder applies them where it scores candidates."""
+        raise NotImplementedError(f"{type(self).__name__} does not apply monotone or interaction constraints")
 
     def expect_trees(self, total: int) -> None:
         """The run grows at most ``total`` trees (tree indices below it), so work prepared
@@ -79,12 +107,23 @@ class TreeGrower:
         self.params = params
         self.n_rows = n_rows
         self.criteria = SplitCriteria.from_params(params)  # leaf weights by the gains' own weight function
+        self.constrained = params.constraints.any
 
-    def _leaf_value(self, gradients: EncodedGradients, rows: np.ndarray) -> float:
+    def _weight(self, gradients: EncodedGradients, rows: np.ndarray, bounds=(None, None)) -> float:
         g_sum, h_sum = gradients.totals(rows)
         g = float(gradients.codec.decode(g_sum))
         h = float(gradients.codec.decode(h_sum))
-        return float(self.criteria.weight(g, h)) * self.params.learning_rate
+        return float(self.criteria.weight(g, h, *bounds))
+
+    def _limit_children(self, limits: NodeLimits, gradients: EncodedGradients, nodes: NodeRows, parent: int,
+                        left: int, right: int, applied: AppliedSplit) -> None:
+        """The children's bounds and interaction state, as XGBoost's TreeEvaluator.AddSplit and
+        FeatureInteractionConstraintHost.Split set them."""
+        bounds = limits.bounds[parent]
+        w_left = self._weight(gradients, nodes.rows(left), bounds)
+        w_right = self._weight(gradients, nodes.rows(right), bounds)
+        limits.bounds[left], limits.bounds[right] = child_bounds(*bounds, int(applied.direction), w_left, w_right)
+        limits.sets[left] = limits.sets[right] = child_sets(limits.sets[parent], int(applied.membership))
 
     @staticmethod
     def _cover(gradients: EncodedGradients, rows: np.ndarray) -> float:
@@ -100,13 +139,14 @@ class TreeGrower:
         tree.n_rows[0] = int(rows.size)
         tree.cover[0] = self._cover(gradients, rows)
         self.finder.begin_tree(tree_index, rows, gradients)
+        limits = NodeLimits() if self.constrained else None
         frontier = [0]
         try:
             for _depth in range(params.max_depth):
                 splittable = [n for n in frontier if nodes.size(n) >= 2 * params.min_samples_leaf]
                 if not splittable:
                     break
-                found = self.finder.find_splits(splittable, nodes)
+                found = self.finder.find_splits(splittable, nodes, limits)
                 chosen = [s for s in found if s is not None]
                 if not chosen:
                     break
@@ -121,6 +161,8 @@ class TreeGrower:
                     tree.n_rows[right] = nodes.size(right)
                     tree.cover[left] = self._cover(gradients, nodes.rows(left))
                     tree.cover[right] = self._cover(gradients, nodes.rows(right))
+                    if limits is not None:
+                        self._limit_children(limits, gradients, nodes, split.node_id, left, right, result)
                     next_frontier += [left, right]
                 nodes.forget([s.node_id for s in chosen])
                 frontier = next_frontier
@@ -132,5 +174,6 @@ class TreeGrower:
             if tree.is_leaf(node):
                 node_rows = nodes.rows(node)
                 leaf_rows[node] = node_rows
-                tree.value[node] = self._leaf_value(gradients, node_rows)
+                bounds = limits.bounds[node] if limits is not None else (None, None)
+                tree.value[node] = self._weight(gradients, node_rows, bounds) * self.params.learning_rate
         return GrownTree(tree, leaf_rows)

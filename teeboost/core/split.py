@@ -27,7 +27,7 @@ bins sent left, so it travels through every protocol where a threshold bin would
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,7 +55,7 @@ MIN_CATEGORY_ROWS = 10
 
 #: Values in ``SplitCriteria.as_tuple`` (what run contexts bind and hellos carry); new ones
 #: are appended, so the index of each older one stays.
-N_CRITERIA = 10
+N_CRITERIA = 12
 
 
 def category_codes(bin_mask: int, last: int) -> int:
@@ -81,10 +81,18 @@ class SplitCriteria:
     # rows weigh other than 1 (sample weights or scale_pos_weight): not a scoring rule, but bound
     # so a passive party's policy can refuse such runs and the strict enclave can hold its host to it
     weighted: bool = False
+    # some column is under a monotone constraint: every gain is computed from clipped weights
+    monotone: bool = False
+    # digest of the run's constraints (``RunConstraints.digest``; 0: none), bound like the rest
+    constraints: int = 0
+    # the constraints themselves (``RunConstraints.encode``): what enclaves are given, checked
+    # against the digest; not a scoring rule, so not in ``as_tuple``
+    rules: bytes = field(default=b"", compare=False)
 
     @classmethod
     def from_params(cls, params: BoostParams, weighted: bool = False) -> "SplitCriteria":
         """``weighted``: whether the run weighs rows (``rows_weighted``); not a BoostParams field."""
+        constraints = params.constraints
         return cls(
             reg_lambda=params.reg_lambda,
             min_child_weight=params.min_child_weight,
@@ -96,6 +104,9 @@ class SplitCriteria:
             colsample_bytree=params.colsample_bytree,
             column_seed=params.random_state,
             weighted=bool(weighted),
+            monotone=constraints.has_monotone,
+            constraints=constraints.digest(),
+            rules=constraints.encode() if constraints.any else b"",
         )
 
     @staticmethod
@@ -109,7 +120,7 @@ class SplitCriteria:
         return (float(self.reg_lambda), float(self.min_child_weight), int(self.min_samples_leaf),
                 float(self.min_split_gain), int(bool(self.category_subsets)), float(self.reg_alpha),
                 float(self.max_delta_step), float(self.colsample_bytree), int(self.column_seed),
-                int(bool(self.weighted)))
+                int(bool(self.weighted)), int(bool(self.monotone)), int(self.constraints))
 
     @classmethod
     def from_tuple(cls, values) -> "SplitCriteria":
@@ -118,12 +129,13 @@ class SplitCriteria:
         if len(values) != N_CRITERIA:
             raise ValueError(f"split criteria are {N_CRITERIA} values, not {len(values)}")
         try:
-            exact = all(int(values[i]) == values[i] for i in (2, 4, 8, 9))
+            exact = all(int(values[i]) == values[i] for i in (2, 4, 8, 9, 10, 11))
             criteria = cls(float(values[0]), float(values[1]), int(values[2]), float(values[3]), bool(int(values[4])),
-                           float(values[5]), float(values[6]), float(values[7]), int(values[8]), bool(int(values[9])))
+                           float(values[5]), float(values[6]), float(values[7]), int(values[8]), bool(int(values[9])),
+                           bool(int(values[10])), int(values[11]))
         except (TypeError, ValueError, OverflowError):
             raise ValueError(f"split criteria {tuple(values)} are not numbers") from None
-        if not exact or int(values[4]) not in (0, 1) or int(values[9]) not in (0, 1) or not criteria.in_range():
+        if not exact or any(int(values[i]) not in (0, 1) for i in (4, 9, 10)) or not criteria.in_range():
             raise ValueError(f"split criteria {tuple(values)} are out of range")
         return criteria
 
@@ -134,7 +146,7 @@ class SplitCriteria:
         return bool(all(np.isfinite(v) for v in values) and self.reg_lambda >= 0 and self.min_child_weight >= 0
                     and self.min_samples_leaf >= 1 and self.min_split_gain >= 0 and self.reg_alpha >= 0
                     and self.max_delta_step >= 0 and 0 < self.colsample_bytree <= 1
-                    and 0 <= self.column_seed < 2**63)
+                    and 0 <= self.column_seed < 2**63 and 0 <= self.constraints < 2**63)
 
     def _l1(self, g):
         """XGBoost's ThresholdL1: G moved towards 0 by alpha (0 within alpha)."""
@@ -142,20 +154,24 @@ class SplitCriteria:
             return g
         return np.sign(g) * np.maximum(np.abs(g) - self.reg_alpha, 0.0)
 
-    def weight(self, g, h):
-        """A node's weight (before the learning rate): XGBoost's CalcWeight."""
+    def weight(self, g, h, lower=None, upper=None):
+        """A node's weight (before the learning rate): XGBoost's CalcWeight, clipped to the
+        node's monotone bounds when given."""
         w = -self._l1(g) / (h + self.reg_lambda)
         if self.max_delta_step > 0:
             w = np.clip(w, -self.max_delta_step, self.max_delta_step)
+        if lower is not None:
+            w = np.minimum(np.maximum(w, lower), upper)
         return w
 
-    def score(self, g: np.ndarray, h: np.ndarray) -> np.ndarray:
-        """A node's score: XGBoost's gain of a node (raw G with a capped weight, see above)."""
-        if self.max_delta_step == 0:
+    def score(self, g: np.ndarray, h: np.ndarray, lower=None, upper=None) -> np.ndarray:
+        """A node's score: XGBoost's gain of a node (raw G with a capped or bounded weight, see
+        above; 0 without curvature)."""
+        if self.max_delta_step == 0 and not self.monotone:
             t = self._l1(g)
             return t * t / (h + self.reg_lambda)
-        w = self.weight(g, h)
-        return -(2.0 * g * w + (h + self.reg_lambda) * w * w)
+        w = self.weight(g, h, lower, upper)
+        return np.where(h > 0, -(2.0 * g * w + (h + self.reg_lambda) * w * w), 0.0)
 
 
 def sampled_features(criteria: SplitCriteria, party: int, tree: int, n_features: int) -> np.ndarray:
@@ -206,6 +222,10 @@ def best_splits(
     criteria: SplitCriteria,
     categorical: np.ndarray | None = None,
     sampled: np.ndarray | None = None,
+    *,
+    directions: np.ndarray | None = None,
+    bounds: np.ndarray | None = None,
+    allowed: np.ndarray | None = None,
 ) -> list[NodeBest]:
     """Best split per node from int64 histograms of shape (nodes, features, width, 3).
 
@@ -213,7 +233,10 @@ def best_splits(
     value bins, so thresholds 0 .. n_value_bins[f] - 2 are candidates. For a feature marked
     in ``categorical`` the value bins are first put in the node's gradient-ratio order, and
     the winner's ``bin`` is the mask of the categories left of the chosen cut. Only features
-    marked in ``sampled`` (``sampled_features``; None: all) are candidates.
+    marked in ``sampled`` (``sampled_features``; None: all) are candidates, and of those, per
+    node, the ones ``allowed`` (bool (nodes, features): interaction constraints; None: all).
+    ``directions`` (int8 per feature) and ``bounds`` ((nodes, 2) lower and upper weight of
+    each node) apply monotone constraints (``teeboost.core.constraints``).
     """
     n_nodes, n_features, width, _ = hist.shape
     values = hist[:, :, : width - 1, :]
@@ -240,7 +263,16 @@ def best_splits(
         in_range = in_range & direction_ok
     if sampled is not None:
         in_range = in_range & np.asarray(sampled, dtype=bool)[None, :, None, None]
-    gain = split_gains(left, total[:, :, None, None, :], codec, criteria, in_range)
+    if allowed is not None:
+        in_range = in_range & np.asarray(allowed, dtype=bool)[:, :, None, None]
+    lower = upper = direction = None
+    if bounds is not None:
+        bounds = np.asarray(bounds, dtype=np.float64).reshape(n_nodes, 2)
+        lower, upper = bounds[:, 0, None, None, None], bounds[:, 1, None, None, None]
+    if directions is not None and np.any(directions):
+        direction = np.asarray(directions, dtype=np.int8)[None, :, None, None]
+    gain = split_gains(left, total[:, :, None, None, :], codec, criteria, in_range, lower=lower, upper=upper,
+                       direction=direction)
 
     flat = gain.reshape(n_nodes, -1)
     winners = np.argmax(flat, axis=1)
@@ -318,15 +350,21 @@ def valid_split_bin(bin_: int, n_value_bins: int, categorical: bool) -> bool:
 
 
 def split_gains(left: np.ndarray, total: np.ndarray, codec: GradientCodec, criteria: SplitCriteria,
-                valid: np.ndarray | bool = True) -> np.ndarray:
+                valid: np.ndarray | bool = True, *, lower=None, upper=None, direction=None) -> np.ndarray:
     """Gain of splits given exact int64 left sums (..., 3) and node totals (..., 3) of
     (g, h, count); -inf where a split breaks a criterion. The one gain formula: enclaves
-    re-deriving a host's claimed gain call it too, so they agree to the last bit."""
+    re-deriving a host's claimed gain call it too, so they agree to the last bit. ``lower``,
+    ``upper``: the node's monotone bounds on weights; ``direction``: the split column's
+    monotone direction (-1, 0, 1), all broadcast against the sums."""
     right = total - left
     gl, hl, nl = codec.decode(left[..., 0]), codec.decode(left[..., 1]), left[..., 2]
     gr, hr, nr = codec.decode(right[..., 0]), codec.decode(right[..., 1]), right[..., 2]
     gt, ht = codec.decode(total[..., 0]), codec.decode(total[..., 1])
-    gain = criteria.score(gl, hl) + criteria.score(gr, hr) - criteria.score(gt, ht)
+    gain = (criteria.score(gl, hl, lower, upper) + criteria.score(gr, hr, lower, upper)
+            - criteria.score(gt, ht, lower, upper))
+    if direction is not None:  # child weights must go the declared way
+        wl, wr = criteria.weight(gl, hl, lower, upper), criteria.weight(gr, hr, lower, upper)
+        valid = valid & ((direction == 0) | ((direction > 0) & (wl <= wr)) | ((direction < 0) & (wl >= wr)))
     valid = valid & (hl >= criteria.min_child_weight) & (hr >= criteria.min_child_weight)
     valid &= (nl >= criteria.min_samples_leaf) & (nr >= criteria.min_samples_leaf)
     valid &= gain > max(criteria.min_split_gain, GAIN_EPSILON)

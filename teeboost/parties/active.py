@@ -114,10 +114,10 @@ class NotingFinder(SplitFinder):
         )
         self.inner.begin_tree(tree_index, rows, gradients)
 
-    def find_splits(self, nodes, node_rows):
+    def find_splits(self, nodes, node_rows, limits=None):
         encodings, offsets, payload = encode_row_sets([node_rows.rows(n) for n in nodes], node_rows.n_rows)
         self.transcript.note(NodeRowsNote(self._tree, np.array(nodes, dtype=np.int32), encodings, offsets, payload))
-        return self.inner.find_splits(nodes, node_rows)
+        return self.inner.find_splits(nodes, node_rows, limits)
 
     def apply_splits(self, splits, children):
         return self.inner.apply_splits(splits, children)

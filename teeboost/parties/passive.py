@@ -11,6 +11,7 @@ served, for the audit log.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 from ..checkpoint import PassiveCheckpoint
 from ..compute import ComputeBackend
 from ..core.columns import PartyColumns
+from ..core.constraints import RunConstraints
 from ..core.routing import Router
 from ..core.tree import OwnerTable
 from ..errors import CheckpointError, ProtocolError
@@ -50,8 +52,10 @@ class PassiveParty:
         vocabularies: dict | None = None,
         served_runs: set[str] | None = None,
         backend: ComputeBackend | None = None,
+        constraints: RunConstraints | None = None,
     ) -> None:
         self.index = index
+        self.constraints = constraints or RunConstraints()  # the run's, by column name
         self.vocabularies = dict(vocabularies or {})  # its categorical features' codes
         self.name = name
         self.feature_names = list(feature_names)
@@ -211,7 +215,10 @@ class PassiveParty:
         if bind is not None:
             bind(msg.run_id, served=msg.run_id in self.served_runs)
         self.served_runs.add(msg.run_id)
-        return HelloReply(self.name, self.columns.n_rows, bins, categorical)
+        mine = self.constraints.for_party(self.feature_names)
+        held = sorted(self.constraints.names() & set(self.feature_names))
+        return HelloReply(self.name, self.columns.n_rows, bins, categorical, mine.directions, mine.membership,
+                          json.dumps(held))
 
     def _checkpoint_path(self) -> Path:
         if self.checkpoint is None or self.columns is None:

@@ -93,7 +93,8 @@ def init_message(protocol: str, role: str, party: int, criteria, max_bin: int, e
         role, party, criteria.reg_lambda, criteria.min_child_weight, criteria.min_samples_leaf,
         criteria.min_split_gain, bool(criteria.category_subsets), max_bin, protocol, run_id,
         float(criteria.reg_alpha), float(criteria.max_delta_step), float(criteria.colsample_bytree),
-        int(criteria.column_seed), bool(criteria.weighted), env.keys_array()))
+        int(criteria.column_seed), bool(criteria.weighted), env.keys_array(), bool(criteria.monotone),
+        int(criteria.constraints), np.frombuffer(criteria.rules, dtype=np.uint8)))
 
 
 def criteria_tuple(criteria) -> tuple:

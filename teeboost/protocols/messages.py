@@ -39,6 +39,11 @@ class HelloReply:
     n_rows: int
     n_value_bins: np.ndarray = array_field("int32", 1)
     categorical: np.ndarray = array_field("bool", 1)
+    # under the run's constraints: each column's public monotone direction and interaction-set
+    # mask, and the constrained names this party holds (so the active party sees all are held)
+    directions: np.ndarray = array_field("int8", 1, optional=True)
+    membership: np.ndarray = array_field("int64", 1, optional=True)
+    constrained: str = "[]"
 
 
 @message

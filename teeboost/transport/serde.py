@@ -35,8 +35,12 @@ _SPECS: dict[type, list[tuple[str, str, Any]]] = {}
 _SCALARS = {int: "int", float: "float", str: "str", bool: "bool", bytes: "bytes"}
 
 
-def array_field(dtype: str, ndim: int) -> Any:
-    """Declare a numpy array field of a message (dtype and rank are checked on decode)."""
+def array_field(dtype: str, ndim: int, optional: bool = False) -> Any:
+    """Declare a numpy array field of a message (dtype and rank are checked on decode);
+    ``optional``: empty unless given (fields added to a message after others with defaults)."""
+    if optional:
+        return dataclasses.field(default_factory=lambda: np.zeros((0,) * ndim, dtype=dtype),
+                                 metadata={"array": (np.dtype(dtype), ndim)})
     return dataclasses.field(metadata={"array": (np.dtype(dtype), ndim)})
 
 

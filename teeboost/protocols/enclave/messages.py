@@ -42,6 +42,9 @@ class EnclaveInit:
     column_seed: int  # the run's random_state: which columns each party's trees may split on
     weighted: bool  # the run weighs rows (sample weights, scale_pos_weight): passive policies may refuse
     party_keys: np.ndarray = array_field("uint8", 2)  # (parties, 32) Ed25519 public keys by party index
+    monotone: bool = False  # some column is under a monotone constraint (gains from clipped weights)
+    constraints: int = 0  # digest of the run's constraints (0: none)
+    rules: np.ndarray = array_field("uint8", 1, optional=True)  # the constraints (RunConstraints.encode), checked against it
 
 
 def run_context(protocol: str, run_id: str, max_bin: int, aes_bits: int, party_keys: np.ndarray,
@@ -121,6 +124,7 @@ class EnclaveColumns:
     n_value_bins: np.ndarray = array_field("int64", 1)
     categorical: np.ndarray = array_field("bool", 1)
     binned: np.ndarray = array_field("uint16", 2)
+    names: str = "[]"  # the columns' names (JSON): what the run's constraints name
 
 
 @message
@@ -163,6 +167,9 @@ class Candidates:
     handles: np.ndarray = array_field("uint64", 1)
     left_sums: np.ndarray = array_field("int64", 2)  # (nodes, 3): what the split sends left
     left_digests: np.ndarray = array_field("uint8", 2)  # (nodes, 32): partition_digest of what it sends left
+    # under constraints: the best split's column's public monotone direction and interaction sets
+    directions: np.ndarray = array_field("int8", 1, optional=True)
+    memberships: np.ndarray = array_field("int64", 1, optional=True)
 
 
 @message
@@ -177,6 +184,7 @@ class CandidatesIn:
     own_valid: np.ndarray = array_field("bool", 1)
     own_left: np.ndarray = array_field("int64", 2)  # (nodes, 3)
     records: np.ndarray = array_field("uint8", 1)  # a SealedRecords frame
+    own_directions: np.ndarray = array_field("int8", 1, optional=True)  # under monotone constraints: its column's direction
 
 
 @message
@@ -192,16 +200,22 @@ class LevelIn:
     split_lefts: np.ndarray = array_field("int32", 1)
     split_rights: np.ndarray = array_field("int32", 1)
     split_bits: np.ndarray = array_field("uint8", 1)
+    # under constraints (the host's grower keeps them): each node's weight bounds and interaction sets
+    bounds: np.ndarray = array_field("float64", 2, optional=True)
+    sets: np.ndarray = array_field("int64", 1, optional=True)
 
 
 @message
 @dataclass(frozen=True)
 class Chosen:
-    """Active enclave -> host: per node only the winner (-1: no split), its handle and gain."""
+    """Active enclave -> host: per node only the winner (-1: no split), its handle and gain
+    (and, under constraints, the winning column's public direction and interaction sets)."""
 
     parties: np.ndarray = array_field("int32", 1)
     handles: np.ndarray = array_field("uint64", 1)
     gains: np.ndarray = array_field("float64", 1)
+    directions: np.ndarray = array_field("int8", 1, optional=True)
+    memberships: np.ndarray = array_field("int64", 1, optional=True)
 
 
 @message

@@ -55,6 +55,9 @@ class HistogramRequest:
     split_lefts: np.ndarray = array_field("int32", 1)
     split_rights: np.ndarray = array_field("int32", 1)
     split_bits: np.ndarray = array_field("uint8", 1)
+    # N-TEE under constraints: each node's weight bounds and interaction sets (empty otherwise)
+    bounds: np.ndarray = array_field("float64", 2, optional=True)
+    sets: np.ndarray = array_field("int64", 1, optional=True)
 
 
 @message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teeboost.core.constraints import RunConstraints
 from teeboost.core.split import SplitCriteria
 from teeboost.errors import AttestationError, ProtocolError
 from teeboost.protocols.enclave.messages import EnclaveInit, run_context
@@ -31,9 +32,16 @@ class EnclaveSession:
         self.criteria = SplitCriteria(init.reg_lambda, init.min_child_weight, init.min_samples_leaf,
                                       init.min_split_gain, bool(init.category_subsets), init.reg_alpha,
                                       init.max_delta_step, init.colsample_bytree, init.column_seed,
-                                      bool(init.weighted))
+                                      bool(init.weighted), bool(init.monotone), int(init.constraints))
         if not self.criteria.in_range() or not 1 <= self.max_bin <= 65535:
             raise ProtocolError(f"split criteria {self.criteria.as_tuple()} or max_bin {self.max_bin} are out of range")
+        try:  # the constraints this enclave applies are the ones the run context binds
+            self.constraints = RunConstraints.decode(np.asarray(init.rules, dtype=np.uint8).tobytes())
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
+        if self.constraints.digest() != self.criteria.constraints \
+                or self.constraints.has_monotone != self.criteria.monotone:
+            raise ProtocolError("the constraints given do not match the digest the run binds")
         self.context = run_context(init.protocol, init.run_id, self.max_bin, aes_bits, init.party_keys,
                                    self.criteria.as_tuple())
         self.channels: dict[int, SecureChannel] = {}

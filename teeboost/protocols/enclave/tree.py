@@ -135,6 +135,7 @@ class CheckedTree:
         self._used = {0}  # every node id of this tree so far (split nodes' rows are dropped)
         self._open = {0}  # nodes this level may ask about
         self._level: list[int] = []
+        self._bounds: np.ndarray | None = None  # (level nodes, 2) weight bounds, under monotone constraints
         # node -> (winner, left sums it promised, partition digest of its left set or None for the host's own,
         #          the (left, right) ids its children get)
         self._chosen: dict[int, tuple[int, np.ndarray, bytes | None, tuple[int, int]]] = {}
@@ -161,8 +162,10 @@ class CheckedTree:
         return self._totals[node]
 
     def begin_level(self, tree: int, nodes: np.ndarray, split_nodes: np.ndarray, split_lefts: np.ndarray,
-                    split_rights: np.ndarray, split_bits: np.ndarray) -> list[int]:
-        """Accept last level's partitions (checked) and this level's node list."""
+                    split_rights: np.ndarray, split_bits: np.ndarray, bounds: np.ndarray | None = None) -> list[int]:
+        """Accept last level's partitions (checked) and this level's node list (with each
+        node's weight bounds under monotone constraints: the host's grower keeps them, as it
+        keeps the gradients they follow from)."""
         if tree != self.tree:
             raise ProtocolError(f"level of tree {tree}, but tree {self.tree} is open")
         n = split_nodes.size
@@ -200,18 +203,39 @@ class CheckedTree:
             raise ProtocolError("this level's nodes are not leaves created by the last partitions")
         self._open = set()
         self._level = level
+        self._bounds = None
+        if bounds is not None and np.asarray(bounds).size:
+            bounds = np.asarray(bounds, dtype=np.float64)
+            if bounds.shape != (len(level), 2) or np.any(np.isnan(bounds)) or np.any(bounds[:, 0] > bounds[:, 1]):
+                raise ProtocolError("weight bounds do not match this level's nodes")
+            self._bounds = bounds
         return level
 
-    def own_candidates(self, valid: np.ndarray, left: np.ndarray) -> list[NodeBest]:
-        """The host's own best per node, as left sums -> gains computed here."""
+    def _limits(self, index: int, direction: int = 0) -> dict:
+        """``split_gains`` keywords for node ``index`` of the level under monotone constraints."""
+        if self._bounds is None and not direction:
+            return {}
+        out = {"direction": int(direction)} if direction else {}
+        if self._bounds is not None:
+            out.update(lower=float(self._bounds[index, 0]), upper=float(self._bounds[index, 1]))
+        return out
+
+    def own_candidates(self, valid: np.ndarray, left: np.ndarray, directions: np.ndarray | None = None
+                       ) -> list[NodeBest]:
+        """The host's own best per node, as left sums -> gains computed here (with its
+        column's monotone direction, under monotone constraints)."""
         if valid.size != len(self._level) or left.shape != (len(self._level), 3):
             raise ProtocolError("own candidates do not match this level's nodes")
+        if directions is not None and directions.size not in (0, valid.size):
+            raise ProtocolError("own candidates' directions do not match this level's nodes")
         out = []
         for i, node in enumerate(self._level):
             if not valid[i]:
                 out.append(NodeBest(-np.inf, -1, -1, False))
                 continue
-            gain = float(split_gains(left[i], self.totals(node), self.codec, self.criteria))
+            direction = int(directions[i]) if directions is not None and directions.size else 0
+            gain = float(split_gains(left[i], self.totals(node), self.codec, self.criteria,
+                                     **self._limits(i, direction)))
             out.append(NodeBest(gain, -1, -1, False))
         return out
 
@@ -244,10 +268,11 @@ class CheckedTree:
         except KeyError:
             raise ProtocolError(f"node {node} was not chosen for a split at this level") from None
 
-    def check_gain(self, party: int, index: int, claimed: float, left: np.ndarray) -> NodeBest:
-        """A peer's score must be the gain of the left sums it promised, by the one formula."""
+    def check_gain(self, party: int, index: int, claimed: float, left: np.ndarray, direction: int = 0) -> NodeBest:
+        """A peer's score must be the gain of the left sums it promised, by the one formula
+        (within the node's bounds, for a column of that monotone direction)."""
         gain = float(split_gains(np.asarray(left, dtype=np.int64), self.totals(self._level[index]), self.codec,
-                                 self.criteria))
+                                 self.criteria, **self._limits(index, direction)))
         if not (gain == claimed or (np.isneginf(gain) and np.isneginf(claimed))):
             raise ProtocolError(f"party {party} scored node {self._level[index]} with a gain its split does not have")
         return NodeBest(gain, -1, -1, False)

@@ -15,8 +15,9 @@ returns the left instance set.
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,7 +30,9 @@ from teeboost.transport import serde
 from teeboost.transport.serde import array_field, message
 from teeboost.protocols.enclave import messages as em
 from teeboost.protocols.env import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message, run_context_of
+from teeboost.core.grower import AppliedSplit
 from teeboost.protocols.enclave.intcodec import pack_ints
+from teeboost.protocols.enclave.limits import limits_fields, own_directions, won_constraints
 from teeboost.protocols.enclave.partition import SplitReply, SplitRequest, encode_row_sets
 from teeboost.protocols.scoring.level_loop import ActiveSplitting, splits_from_winners
 
@@ -102,12 +105,12 @@ def gradients_in(tree_index: int, rows: np.ndarray, gradients) -> bytes:
                                          offsets, payload, g, h))
 
 
-def own_candidates(columns, nodes, node_rows, codec, criteria, tree):
-    """The active party's best split per node over its columns sampled for ``tree``, and
-    what it sends left: (bests, valid, left sums)."""
+def own_candidates(columns, nodes, node_rows, codec, criteria, tree, **limits):
+    """The active party's best split per node over its columns sampled for ``tree`` (within
+    the constraints' ``limits``), and what it sends left: (bests, valid, left sums)."""
     hist = columns.level_histograms(nodes, node_rows)
     best = best_splits(hist, columns.bins.n_value_bins, codec, criteria, columns.bins.categorical_mask,
-                       sampled_features(criteria, 0, tree, columns.n_features))
+                       sampled_features(criteria, 0, tree, columns.n_features), **limits)
     left = np.zeros((len(nodes), 3), dtype=np.int64)
     for i, b in enumerate(best):
         if b.valid:
@@ -167,26 +170,38 @@ class NteeActive(ActiveSplitting):
         started = time.perf_counter()
         self.enclave = attest_enclaves(PROGRAM, "ntee", channel, criteria, max_bin, env)
         self._gradients_in: bytes | None = None  # this tree's, until the root's level request
+        self._won: dict[int, tuple[int, int]] = {}  # node -> a passive winner's column's (direction, sets)
         self.timer["enclave setup"] = time.perf_counter() - started
 
     def _send_gradients(self, tree_index, rows, gradients):
         # sent with the root's level request, while this host sums its own root histograms
         self._gradients_in = gradients_in(tree_index, rows, gradients)
 
-    def find_splits(self, nodes, node_rows):
+    def find_splits(self, nodes, node_rows, limits=None):
         self._node_rows = node_rows
-        level = serde.encode(em.LevelIn(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_all()))
+        constrained = limits_fields(limits, nodes)
+        level = serde.encode(em.LevelIn(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_all(),
+                                        **constrained))
         self.announcements.clear()
         pending = self._in_background(self._level_exchange, level)
-        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree)
+        mine = self._limits(0, self.columns.n_features, nodes, limits)
+        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree,
+                                          **mine)
         replies = pending.result()
         for party, reply in replies.items():
             if not isinstance(reply, SealedMessage) or reply.kind != "candidates" or reply.tree != self._tree:
                 raise ProtocolError(f"party {party} did not answer the level request with candidates")
         chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.CandidatesIn(
             self._tree, np.array(nodes, dtype=np.int32), valid, left,
-            np.frombuffer(em.pack_records({p: r.record for p, r in replies.items()}), dtype=np.uint8)))))
+            np.frombuffer(em.pack_records({p: r.record for p, r in replies.items()}), dtype=np.uint8),
+            own_directions(own, mine)))))
+        self._won = won_constraints(nodes, chosen)
         return splits_from_winners(nodes, own, chosen.parties, chosen.gains, chosen.handles)
+
+    def _applied(self, record, went_left, party, split, reply=None, k=0):
+        if party == 0 or split.node_id not in self._won:
+            return super()._applied(record, went_left, party, split, reply, k)
+        return AppliedSplit(record, went_left, *self._won[split.node_id])
 
     def _level_exchange(self, level: bytes) -> dict:
         """The enclaves' side of a level: the tree's gradients first if it just began, then
@@ -241,7 +256,8 @@ class NteePassive:
         if self.scores:
             self._policy.check_criteria(self._party, criteria)
         self._run_id = msg.run_id
-        self._criteria = criteria
+        constraints = self.params.constraints  # its enclave checks them against the digest the run binds
+        self._criteria = replace(criteria, rules=constraints.encode() if constraints.any else b"")
         self.enclave.ecall("init", init_message(self.protocol, "passive", self.index, self._criteria,
                                                 self.params.max_bin, self.env, msg.run_id))
         self._load_columns()
@@ -249,7 +265,7 @@ class NteePassive:
     def _load_columns(self) -> None:
         self.enclave.ecall("columns", serde.encode(em.EnclaveColumns(
             self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask,
-            self.columns.binned_by_feature.astype(np.uint16))))
+            self.columns.binned_by_feature.astype(np.uint16), json.dumps(self.columns.names))))
         if self.scores:  # from here on its enclave sums and splits; this host needs no bins
             self.columns.drop_binned()
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from teeboost.core.columns import PartyColumns
+from teeboost.core.constraints import PartyConstraints, PathColumns
 from teeboost.core.gradients import EncodedGradients, GradientCodec
 from teeboost.core.grower import AppliedSplit, SplitFinder
 from teeboost.core.histogram import CHANNELS
@@ -93,6 +94,41 @@ class ActiveSplitting(SplitFinder, ABC):
         self._gradients: EncodedGradients | None = None
         self._node_rows: NodeRows | None = None
         self._worker: ThreadPoolExecutor | None = None
+        self.party_constraints: dict[int, PartyConstraints] = {}  # party -> its columns' constraints
+        self._paths: dict[int, PathColumns] = {}  # parties whose split columns this host knows
+
+    def constrain(self, by_party: dict[int, PartyConstraints]) -> None:
+        """The run's constraints, per party (its own from the parameters, each passive party's
+        from its hello). Only parties whose candidates this host scores get path tracking."""
+        self.party_constraints = dict(by_party)
+        self._paths = {party: PathColumns() for party in self._scored_parties()}
+
+    def _scored_parties(self) -> list[int]:
+        """Parties whose candidates this host scores (and so whose winning columns it knows)."""
+        return [0]
+
+    def _limits(self, party: int, n_features: int, nodes: list[int], limits) -> dict:
+        """``best_splits`` keywords applying the constraints to ``party``'s candidates."""
+        constraints = self.party_constraints.get(party)
+        if limits is None or constraints is None:
+            return {}
+        allowed = constraints.allowed(limits.sets_of(nodes), self._paths[party].of(nodes))
+        return {"directions": constraints.directions, "bounds": limits.bounds_of(nodes), "allowed": allowed}
+
+    def _applied(self, record: int, went_left: np.ndarray, party: int, split: SplitInfo, reply: Any = None,
+                 k: int = 0) -> AppliedSplit:
+        """The applied split with its column's public constraints, where this host knows the
+        column (subclasses that do not, read them from the owner's ``reply``)."""
+        constraints = self.party_constraints.get(party)
+        if constraints is None or split.feature < 0:
+            return AppliedSplit(record, went_left)
+        return AppliedSplit(record, went_left, int(constraints.directions[split.feature]),
+                            int(constraints.membership[split.feature]))
+
+    def _track_paths(self, splits: list[SplitInfo], children: list[tuple[int, int]]) -> None:
+        for split, (left, right) in zip(splits, children):
+            for party, paths in self._paths.items():
+                paths.split(split.node_id, left, right, split.feature if party == split.party else -1)
 
     def _in_background(self, work, *args) -> Future:
         """Run ``work`` (enclave calls, exchanges with passive parties) while this host sums its
@@ -118,6 +154,8 @@ class ActiveSplitting(SplitFinder, ABC):
         self._tree = tree_index
         self._gradients = gradients
         self.announcements.clear()
+        for paths in self._paths.values():
+            paths.reset()
         self.columns.begin_tree(gradients)
         self._send_gradients(tree_index, rows, gradients)
 
@@ -137,7 +175,7 @@ class ActiveSplitting(SplitFinder, ABC):
             split = splits[i]
             record, went_left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
                                                    split.bin, split.default_left, self._tree)
-            results[i] = AppliedSplit(record, went_left)
+            results[i] = self._applied(record, went_left, 0, split)
             bits[i] = np.packbits(went_left)
         requests = {party: self._split_request(party, [splits[i] for i in idx], [children[i] for i in idx])
                     for party, idx in by_party.items()}
@@ -151,7 +189,7 @@ class ActiveSplitting(SplitFinder, ABC):
             masks = bits_to_masks(sizes, reply.left_bits, f"split reply of party {party}")
             chunks = bit_chunks(sizes, reply.left_bits)
             seen = self._records_seen.setdefault(party, set())
-            for i, record, parent, went_left, chunk in zip(idx, reply.records, parents, masks, chunks):
+            for k, (i, record, parent, went_left, chunk) in enumerate(zip(idx, reply.records, parents, masks, chunks)):
                 record = int(record)
                 if record < 0 or record in seen:
                     raise ProtocolError(f"party {party} returned split record id {record}, which is "
@@ -161,9 +199,10 @@ class ActiveSplitting(SplitFinder, ABC):
                     raise ProtocolError(f"party {party} split node {splits[i].node_id} into an empty child")
                 self._check_left(party, splits[i], parent, went_left)
                 seen.add(record)
-                results[i] = AppliedSplit(record, went_left)
+                results[i] = self._applied(record, went_left, party, splits[i], reply, k)
                 bits[i] = chunk
         ordered = [results[i] for i in range(len(splits))]
+        self._track_paths(splits, children)
         for i, (split, (left_id, right_id)) in enumerate(zip(splits, children)):
             self.announcements.add(split.party, split.node_id, left_id, right_id, bits[i])
         return ordered
@@ -207,7 +246,10 @@ class ActiveScoring(ActiveSplitting, ABC):
             raise ProtocolError(f"party {party} partitioned node {split.node_id} differently from the split its "
                                 "histogram scored")
 
-    def find_splits(self, nodes, node_rows):
+    def _scored_parties(self) -> list[int]:
+        return [0, *self.channel.parties]
+
+    def find_splits(self, nodes, node_rows, limits=None):
         self._node_rows = node_rows
         self._level_histograms: dict[int, tuple[list[int], np.ndarray]] = {}
         requests = {
@@ -218,7 +260,8 @@ class ActiveScoring(ActiveSplitting, ABC):
         self.announcements.clear()
         pending = self.channel.submit_all(requests)
         own = self.columns.best(nodes, node_rows, self.codec, self.criteria,
-                                sampled_features(self.criteria, 0, self._tree, self.columns.n_features))
+                                sampled_features(self.criteria, 0, self._tree, self.columns.n_features),
+                                **self._limits(0, self.columns.n_features, nodes, limits))
         replies = pending.result()
         candidates: list[list[tuple[int, NodeBest]]] = [[(0, best)] for best in own]
         for party, reply in sorted(replies.items()):
@@ -235,7 +278,8 @@ class ActiveScoring(ActiveSplitting, ABC):
                 self.channel.transcript.note(HistogramNote(self._tree, party, np.array(nodes, dtype=np.int32), hist))
             sampled = sampled_features(self.criteria, party, self._tree, self.passive_bins[party].size)
             for i, best in enumerate(best_splits(hist, self.passive_bins[party], self.codec, self.criteria,
-                                                 self.passive_categorical[party], sampled)):
+                                                 self.passive_categorical[party], sampled,
+                                                 **self._limits(party, self.passive_bins[party].size, nodes, limits))):
                 candidates[i].append((party, best))
         found: list[SplitInfo | None] = []
         for node, node_candidates in zip(nodes, candidates):

@@ -150,9 +150,9 @@ class SecureBoostActive(ActiveScoring):
                                  layout.ciphertexts_per_plaintext, rows.astype(np.uint32), ciphertexts)
         self.channel.request_all({p: msg for p in self.channel.parties})
 
-    def find_splits(self, nodes, node_rows):
+    def find_splits(self, nodes, node_rows, limits=None):
         self._phase(f"summing encrypted bins for tree {self._tree + 1}")
-        return super().find_splits(nodes, node_rows)
+        return super().find_splits(nodes, node_rows, limits)
 
     def _histograms(self, party, reply, nodes):
         if not isinstance(reply, EncryptedHistograms):

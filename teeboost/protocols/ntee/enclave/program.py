@@ -11,10 +11,12 @@ handle into (feature, bin) only for its own host, and only if that split won.
 Every channel is set up once per run with a party whose pinned identity key signed it.
 """
 
+import json
 import os
 
 import numpy as np
 
+from teeboost.core.constraints import PathColumns
 from teeboost.core.gradients import GradientCodec
 from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.nodes import NodeRows
@@ -26,6 +28,7 @@ from teeboost.protocols.enclave.handshake import ecall_confirm, ecall_finish_ini
 from teeboost.protocols.enclave.handshake import expect as _expect
 from teeboost.protocols.enclave.handshake import role as _role
 from teeboost.protocols.enclave.session import session
+from teeboost.protocols.enclave.limits import scoring_limits, winner_constraints
 from teeboost.protocols.enclave.tree import CheckedTree
 from teeboost.protocols.enclave.partition import HistogramRequest, apply_announcements, bit_chunks, decode_row_sets, masks_to_bits
 from teeboost.transport import serde
@@ -71,7 +74,8 @@ def ecall_level(rt, payload):
     tree = _tree(rt)
     owners = dict(rt.state.get("owners", {}))
     sizes = [tree.size(int(node)) for node in msg.split_nodes]
-    tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
+    tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits,
+                     msg.bounds)
     chunks = bit_chunks(sizes, msg.split_bits)  # each partition's bits, checked by begin_level
     frames = {}
     for party in current.peers:
@@ -79,7 +83,8 @@ def ecall_level(rt, payload):
         frames[party] = serde.encode(HistogramRequest(
             msg.tree, msg.nodes.astype(np.int32), msg.split_nodes[keep].astype(np.int32),
             msg.split_lefts[keep].astype(np.int32), msg.split_rights[keep].astype(np.int32),
-            np.concatenate([chunks[i] for i in keep]) if keep else np.empty(0, dtype=np.uint8)))
+            np.concatenate([chunks[i] for i in keep]) if keep else np.empty(0, dtype=np.uint8),
+            msg.bounds, msg.sets))
     return _seal_all(current, frames)
 
 
@@ -89,8 +94,9 @@ def ecall_choose(rt, payload):
     tree = _tree(rt)
     if msg.tree != tree.tree or [int(n) for n in msg.nodes] != tree.level:
         raise ProtocolError("candidates for another level")
-    own = tree.own_candidates(msg.own_valid, msg.own_left)
+    own = tree.own_candidates(msg.own_valid, msg.own_left, msg.own_directions)
     n = len(own)
+    constrained = {}  # (party, node index) -> the candidate column's (direction, interaction sets)
     candidates = [[(0, best, msg.own_left[i], None)] for i, best in enumerate(own)]
     handles = {}
     records = m.unpack_records(msg.records.tobytes())
@@ -101,14 +107,25 @@ def ecall_choose(rt, payload):
         if theirs.tree != msg.tree or theirs.gains.size != n or theirs.handles.size != n \
                 or theirs.left_sums.shape != (n, 3) or theirs.left_digests.shape != (n, 32):
             raise ProtocolError(f"party {party} sent candidates for another level")
+        if theirs.directions.size not in (0, n) or theirs.memberships.size != theirs.directions.size:
+            raise ProtocolError(f"party {party} sent candidates' constraints for another level")
         for i in range(n):
-            best = tree.check_gain(party, i, float(theirs.gains[i]), theirs.left_sums[i])
+            direction = int(theirs.directions[i]) if theirs.directions.size else 0
+            if direction not in (-1, 0, 1):
+                raise ProtocolError(f"party {party} sent a monotone direction of {direction}")
+            if theirs.directions.size:
+                constrained[(party, i)] = (direction, int(theirs.memberships[i]))
+            best = tree.check_gain(party, i, float(theirs.gains[i]), theirs.left_sums[i], direction)
             candidates[i].append((party, best, theirs.left_sums[i], theirs.left_digests[i].tobytes()))
             handles[(party, i)] = int(theirs.handles[i])
     parties, gains = tree.choose(candidates)
     chosen_handles = np.array([handles.get((int(p), i), 0) for i, p in enumerate(parties)], dtype=np.uint64)
     rt.state["owners"] = {tree.level[i]: int(p) for i, p in enumerate(parties) if p >= 0}
-    return serde.encode(m.Chosen(parties, chosen_handles, gains))
+    if not constrained:
+        return serde.encode(m.Chosen(parties, chosen_handles, gains))
+    won = [constrained.get((int(p), i), (0, 0)) for i, p in enumerate(parties)]
+    return serde.encode(m.Chosen(parties, chosen_handles, gains, np.array([w[0] for w in won], dtype=np.int8),
+                                 np.array([w[1] for w in won], dtype=np.int64)))
 
 
 # ---- passive role
@@ -127,8 +144,16 @@ def ecall_columns(rt, payload):
             or not bins_fit_counts(binned, cols.n_value_bins, current.max_bin):
         raise ProtocolError("binned columns do not match their bin counts")
     binned = binned.astype(np.uint8 if current.max_bin <= 255 else np.uint16)  # the bins' own size, not the wire's
+    try:
+        names = json.loads(cols.names)
+    except ValueError:
+        names = None
+    if not isinstance(names, list) or len(names) != binned.shape[0] or not all(isinstance(n, str) for n in names):
+        raise ProtocolError("the columns' names do not match the columns")
+    constraints = current.constraints.for_party(names) if current.constraints.any else None
     rt.state.update(n_value_bins=cols.n_value_bins.copy(), categorical=cols.categorical.copy(), binned=binned,
-                    builder=HistogramBuilder(binned, current.max_bin + 1))
+                    builder=HistogramBuilder(binned, current.max_bin + 1), constraints=constraints,
+                    paths=PathColumns())
     return b""
 
 
@@ -145,6 +170,7 @@ def ecall_gradients_record(rt, record):
     nodes.set_root(rows, (PackedInts.from_buffer(msg.g, msg.width_g, rows.size),
                           PackedInts.from_buffer(msg.h, msg.width_h, rows.size)))
     rt.state.update(tree=msg.tree, codec=GradientCodec(msg.frac_bits), nodes=nodes, handles={})
+    rt.state["paths"].reset()
     rt.state["builder"].begin_tree(None)
     return b""
 
@@ -159,11 +185,14 @@ def ecall_level_record(rt, record):
         raise ProtocolError(f"level request for tree {msg.tree}, but tree {rt.state.get('tree')} is open")
     nodes = rt.state["nodes"]
     apply_announcements(nodes, msg)
+    for node, left_id, right_id in zip(msg.split_nodes, msg.split_lefts, msg.split_rights):  # others' splits
+        rt.state["paths"].split(int(node), int(left_id), int(right_id))
     requested = [int(n) for n in msg.nodes]
     hist = rt.state["builder"].level(requested, nodes)
     sampled = sampled_features(current.criteria, current.party, msg.tree, rt.state["n_value_bins"].size)
     best = best_splits(hist, rt.state["n_value_bins"], rt.state["codec"], current.criteria, rt.state["categorical"],
-                       sampled)
+                       sampled, **scoring_limits(rt.state["constraints"], rt.state["paths"], requested, msg.bounds,
+                                                 msg.sets))
     handles = {}
     handle_array = np.zeros(len(requested), dtype=np.uint64)
     sums = np.zeros((len(requested), 3), dtype=np.int64)
@@ -178,7 +207,8 @@ def ecall_level_record(rt, record):
             digests[i] = np.frombuffer(m.partition_digest(np.packbits(_goes_left(rt, node, candidate))), dtype=np.uint8)
     rt.state["handles"] = handles
     gains = np.array([c.gain for c in best], dtype=np.float64)
-    return current.channel(0).seal(serde.encode(m.Candidates(msg.tree, gains, handle_array, sums, digests)))
+    return current.channel(0).seal(serde.encode(m.Candidates(msg.tree, gains, handle_array, sums, digests,
+                                                             **winner_constraints(rt.state["constraints"], best))))
 
 
 def _goes_left(rt, node, candidate):
@@ -202,6 +232,7 @@ def ecall_apply(rt, payload):
         candidate = entry[1]
         went_left = _goes_left(rt, node, candidate)
         nodes.split_mask(int(node), int(left_id), int(right_id), went_left)
+        rt.state["paths"].split(int(node), int(left_id), int(right_id), candidate.feature)
         features.append(candidate.feature)
         bins.append(candidate.bin)
         directions.append(candidate.default_left)
