@@ -103,6 +103,7 @@ class PartyMeta:
     max_depth: int  # levels per tree
     n_value_bins: np.ndarray = array_field("int64", 1)
     categorical: np.ndarray = array_field("bool", 1)  # features split into category subsets
+    names: str = "[]"  # its columns' names (JSON): what the run's constraints name
 
 
 @message
@@ -292,6 +293,9 @@ class OneTeeChooseIn:
     own_valid: np.ndarray = array_field("bool", 1)
     own_left: np.ndarray = array_field("int64", 2)
     records: np.ndarray = array_field("uint8", 1)  # a SealedRecords frame
+    own_directions: np.ndarray = array_field("int8", 1, optional=True)  # under constraints (see LevelIn)
+    bounds: np.ndarray = array_field("float64", 2, optional=True)
+    sets: np.ndarray = array_field("int64", 1, optional=True)
 
 
 @message
@@ -318,6 +322,7 @@ class OwnSplitsIn:
     nodes: np.ndarray = array_field("int32", 1)
     own_valid: np.ndarray = array_field("bool", 1)
     own_left: np.ndarray = array_field("int64", 2)
+    own_directions: np.ndarray = array_field("int8", 1, optional=True)  # under monotone constraints
 
 
 @message
@@ -344,6 +349,8 @@ class OneTeeChosen:
     parties: np.ndarray = array_field("int32", 1)
     gains: np.ndarray = array_field("float64", 1)
     records: np.ndarray = array_field("uint8", 1)  # a SealedRecords frame
+    directions: np.ndarray = array_field("int8", 1, optional=True)  # under constraints: each winner's column's
+    memberships: np.ndarray = array_field("int64", 1, optional=True)
 
 
 def pack_records(records: dict[int, bytes]) -> bytes:

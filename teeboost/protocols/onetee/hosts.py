@@ -24,6 +24,7 @@ resumed.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from teeboost.compute import RowShards, row_jobs, take_rows
+from teeboost.core.grower import AppliedSplit
 from teeboost.core.histogram import plan_level
 from teeboost.core.histogram_jobs import ShardedHistogramBuilder
 from teeboost.core.offload import job_rows, offloads
@@ -45,6 +47,7 @@ from teeboost.transport.serde import array_field, message
 from teeboost.protocols.enclave import messages as em
 from teeboost.protocols.env import ProtocolEnv, check_party_keys, criteria_tuple, enclave_code, init_message
 from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello, SealedMessage, gradients_in, own_candidates
+from teeboost.protocols.enclave.limits import limits_fields, own_directions, won_constraints
 from teeboost.protocols.enclave.partition import SplitRequest, check_rows, decode_row_sets, encode_row_sets
 from teeboost.protocols.onetee.enclave.ring import ring_bincount
 from teeboost.protocols.scoring.level_loop import ActiveSplitting, HistogramRequest, PassiveScoring, splits_from_winners
@@ -128,6 +131,7 @@ class OneTeeActive(ActiveSplitting):
         self.timer: dict[str, float] = {}
         started = time.perf_counter()
         self.bins_once = env.options.onetee_bins_once
+        self._won: dict[int, tuple[int, int]] = {}  # node -> a passive winner's column's (direction, sets)
         code = enclave_code(PROGRAM, env.trusted_roots, env.options)
         self.enclave = env.backend().load(code, label="active")
         self.enclave.ecall("init", init_message("onetee", "active", 0, criteria, max_bin, env, env.run_id))
@@ -180,16 +184,18 @@ class OneTeeActive(ActiveSplitting):
         msg = MaskedGradients(tree_index, gradients.g.size, encoding, offsets, payload, masked.g, masked.h)
         self.channel.request_all({p: msg for p in self.channel.parties})
 
-    def find_splits(self, nodes, node_rows):
+    def find_splits(self, nodes, node_rows, limits=None):
         self._node_rows = node_rows
         if self.bins_once:
-            return self._find_summed_in_enclave(nodes, node_rows)
+            return self._find_summed_in_enclave(nodes, node_rows, limits)
         requests = {p: HistogramRequest(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_party(p))
                     for p in self.channel.parties}
         announced = self.announcements.for_all()
         self.announcements.clear()
         pending = self.channel.submit_all(requests)
-        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree)
+        mine = self._limits(0, self.columns.n_features, nodes, limits)
+        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree,
+                                          **mine)
         replies = pending.result()
         records = {}
         for party, reply in replies.items():
@@ -198,22 +204,33 @@ class OneTeeActive(ActiveSplitting):
             records[party] = reply.record
         chosen = serde.decode(self.enclave.ecall("choose", serde.encode(em.OneTeeChooseIn(
             self._tree, np.array(nodes, dtype=np.int32), **announced, own_valid=valid, own_left=left,
-            records=np.frombuffer(em.pack_records(records), dtype=np.uint8)))))
+            records=np.frombuffer(em.pack_records(records), dtype=np.uint8), own_directions=own_directions(own, mine),
+            **limits_fields(limits, nodes)))))
         self._locators = em.unpack_records(chosen.records.tobytes())
+        self._won = won_constraints(nodes, chosen)
         return splits_from_winners(nodes, own, chosen.parties, chosen.gains)
 
-    def _find_summed_in_enclave(self, nodes, node_rows):
+    def _applied(self, record, went_left, party, split, reply=None, k=0):
+        if party == 0 or split.node_id not in self._won:
+            return super()._applied(record, went_left, party, split, reply, k)
+        return AppliedSplit(record, went_left, *self._won[split.node_id])
+
+    def _find_summed_in_enclave(self, nodes, node_rows, limits=None):
         """Bins-once: the enclave checks last level's partitions, seals each passive party its
         level request and sums the passive parties' histograms while this host sums its own;
         then, given this host's best splits, it names the winners."""
-        level = serde.encode(em.LevelIn(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_all()))
+        level = serde.encode(em.LevelIn(self._tree, np.array(nodes, dtype=np.int32), **self.announcements.for_all(),
+                                        **limits_fields(limits, nodes)))
         self.announcements.clear()
         pending = self._in_background(self._level_exchange, level)
-        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree)
+        mine = self._limits(0, self.columns.n_features, nodes, limits)
+        own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree,
+                                          **mine)
         pending.result()
         chosen = serde.decode(self.enclave.ecall("choose_own", serde.encode(em.OwnSplitsIn(
-            self._tree, np.array(nodes, dtype=np.int32), valid, left))))
+            self._tree, np.array(nodes, dtype=np.int32), valid, left, own_directions(own, mine)))))
         self._locators = em.unpack_records(chosen.records.tobytes())
+        self._won = won_constraints(nodes, chosen)
         return splits_from_winners(nodes, own, chosen.parties, chosen.gains)
 
     def _level_exchange(self, level: bytes) -> None:
@@ -356,7 +373,7 @@ class OneTeePassive(PassiveScoring):
                                                            channel.handshake_hash))
             meta = serde.encode(em.PartyMeta(self.columns.n_rows, self._seal_salt, *self._limits(),
                                              self.columns.bins.n_value_bins.astype(np.int64),
-                                             self.columns.bins.categorical_mask))
+                                             self.columns.bins.categorical_mask, json.dumps(self.columns.names)))
             return EnclaveFinish(final, signature, channel.seal(meta))
         if self._channel is None:
             raise ProtocolError("the active party's enclave has not been attested yet")

@@ -30,10 +30,12 @@ sealing context (the run's, with a value each passive party chose and sealed: a 
 opens only in a run whose parties resumed it).
 """
 
+import json
 import os
 
 import numpy as np
 
+from teeboost.core.constraints import PathColumns
 from teeboost.core.gradients import EncodedGradients
 from teeboost.core.histogram import HistogramBuilder
 from teeboost.core.split import (MAX_CATEGORY_BINS, NodeBest, best_splits, bins_fit_counts, goes_left, left_sums,
@@ -41,6 +43,7 @@ from teeboost.core.split import (MAX_CATEGORY_BINS, NodeBest, best_splits, bins_
 from teeboost.errors import ProtocolError
 from teeboost.protocols.enclave import messages as m
 from teeboost.protocols.enclave.session import session, start_session
+from teeboost.protocols.enclave.limits import scoring_limits
 from teeboost.protocols.enclave.tree import CheckedTree
 from teeboost.protocols.enclave.partition import HistogramRequest, bit_chunks, encode_row_sets
 from teeboost.protocols.onetee.enclave.ring import ring_bincount
@@ -61,7 +64,7 @@ def _expect(frame, cls):
 def ecall_init(rt, payload):
     start_session(rt, _expect(payload, m.EnclaveInit), PROTOCOL, role="active")
     rt.state.update(responders={}, bins={}, builders={}, meta={}, cache={}, owners={}, salts={}, limits={},
-                    outstanding={}, last_tree=-1, levels=0)
+                    outstanding={}, last_tree=-1, levels=0, constrained={}, paths={}, level_limits=None)
     return b""
 
 
@@ -93,6 +96,15 @@ def ecall_finish_responder(rt, payload):
         raise ProtocolError(f"party {party} reported invalid bin counts")
     if len(meta.seal_salt) != 32 or meta.max_trees < 0 or meta.max_depth < 0:
         raise ProtocolError(f"party {party} sent an invalid sealing value or limits")
+    try:
+        names = json.loads(meta.names)
+    except ValueError:
+        names = None
+    if not isinstance(names, list) or len(names) != bins.size or not all(isinstance(n, str) for n in names):
+        raise ProtocolError(f"party {party} sent its columns' names wrongly")
+    if current.constraints.any:  # its columns under the run's bound constraints, resolved here
+        rt.state["constrained"][party] = current.constraints.for_party(names)
+    rt.state["paths"][party] = PathColumns()
     rt.state["meta"][party] = (int(meta.n_rows), bins.copy())
     rt.state.setdefault("categorical", {})[party] = meta.categorical.copy()
     rt.state["salts"][party] = bytes(meta.seal_salt)
@@ -228,7 +240,9 @@ def _new_tree(rt, payload, mode):
         raise ProtocolError(f"tree {msg.tree}: trees are grown once each, in increasing order, "
                             f"{'below ' + str(trees) if trees else 'from 0'} (after tree {rt.state['last_tree']})")
     rt.state.update(tree=None, pad_g=None, pad_h=None, cache={}, owners={}, bests=None, mode=mode,
-                    last_tree=int(msg.tree), levels=0)
+                    last_tree=int(msg.tree), levels=0, level_limits=None)
+    for paths in rt.state["paths"].values():
+        paths.reset()
     for builder in rt.state["builders"].values():
         builder.end_tree()
     tree = CheckedTree.from_message(msg, current.criteria)
@@ -261,7 +275,10 @@ def _passive_candidates(rt, party, nodes, hist, candidates):
     categorical = rt.state["categorical"][party]
     n_value_bins = rt.state["meta"][party][1]
     sampled = sampled_features(current.criteria, party, tree.tree, n_value_bins.size)
-    bests = best_splits(hist, n_value_bins, tree.codec, current.criteria, categorical, sampled)
+    bounds, sets = rt.state["level_limits"] or (np.zeros((0, 2)), np.zeros(0, np.int64))
+    bests = best_splits(hist, n_value_bins, tree.codec, current.criteria, categorical, sampled,
+                        **scoring_limits(rt.state["constrained"].get(party), rt.state["paths"][party], nodes, bounds,
+                                         sets))
     for i, b in enumerate(bests):
         if b.valid:
             left = left_sums(hist[i, b.feature], b.bin, b.default_left, bool(categorical[b.feature]))
@@ -278,6 +295,7 @@ def _release(rt, tree, nodes, candidates, bests):
     current = session(rt)
     parties, gains = tree.choose(candidates)
     rt.state["owners"] = {nodes[i]: int(p) for i, p in enumerate(parties) if p >= 0}
+    constrained = _track_winners(rt, tree, nodes, parties, bests)
     won = {}
     for i, party in enumerate(parties):
         if party > 0:
@@ -291,7 +309,39 @@ def _release(rt, tree, nodes, candidates, bests):
                                              np.array([b.bin for _, b in splits], dtype=np.int64),
                                              np.array([b.default_left for _, b in splits], dtype=bool)))
         sealed[party] = current.channel(party).seal(frame)
-    return serde.encode(m.OneTeeChosen(parties, gains, np.frombuffer(m.pack_records(sealed), dtype=np.uint8)))
+    return serde.encode(m.OneTeeChosen(parties, gains, np.frombuffer(m.pack_records(sealed), dtype=np.uint8),
+                                       **constrained))
+
+
+def _track_winners(rt, tree, nodes, parties, bests) -> dict:
+    """Each passive party's columns on the new children's paths; under constraints, the
+    winning columns' public direction and interaction sets (``OneTeeChosen`` fields)."""
+    for i, party in enumerate(parties):
+        if party < 0:
+            continue
+        left, right = tree.children(nodes[i])
+        feature = bests[int(party)][i].feature if party > 0 else -1
+        for other, paths in rt.state["paths"].items():
+            paths.split(nodes[i], left, right, feature if other == party else -1)
+    if not rt.state["constrained"]:
+        return {}
+    directions, memberships = np.zeros(len(nodes), np.int8), np.zeros(len(nodes), np.int64)
+    for i, party in enumerate(parties):
+        if party > 0:
+            feature = bests[int(party)][i].feature
+            directions[i] = rt.state["constrained"][int(party)].directions[feature]
+            memberships[i] = rt.state["constrained"][int(party)].membership[feature]
+    return {"directions": directions, "memberships": memberships}
+
+
+def _set_level_limits(rt, nodes, bounds, sets) -> None:
+    """This level's node bounds and interaction sets (the host's grower's), for every party's candidates."""
+    if bounds.size == 0 and sets.size == 0:
+        rt.state["level_limits"] = None
+        return
+    if bounds.shape != (len(nodes), 2) or sets.shape != (len(nodes),):
+        raise ProtocolError("node bounds or interaction sets do not match the level's nodes")
+    rt.state["level_limits"] = (bounds, sets)
 
 
 # ---- bins-once: the enclave sums every passive party's histograms itself
@@ -325,7 +375,9 @@ def ecall_level(rt, payload):
     _count_level(rt)
     owners = rt.state["owners"]
     sizes = [tree.size(int(node)) for node in msg.split_nodes]
-    nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
+    nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits,
+                             msg.bounds)
+    _set_level_limits(rt, nodes, msg.bounds, msg.sets)
     chunks = bit_chunks(sizes, msg.split_bits)  # each partition's bits, checked by begin_level
     records, hists = {}, {}
     for party in current.peers:
@@ -347,7 +399,7 @@ def ecall_choose_own(rt, payload):
     if hists is None or msg.tree != tree.tree or [int(n) for n in msg.nodes] != tree.level:
         raise ProtocolError("own splits for a level the enclave has not summed")
     nodes = tree.level
-    own = tree.own_candidates(msg.own_valid, msg.own_left)
+    own = tree.own_candidates(msg.own_valid, msg.own_left, msg.own_directions)
     candidates = [[(0, best, msg.own_left[i], None)] for i, best in enumerate(own)]
     bests = {party: _passive_candidates(rt, party, nodes, hist, candidates) for party, hist in sorted(hists.items())}
     return _release(rt, tree, nodes, candidates, bests)
@@ -453,8 +505,10 @@ def ecall_choose(rt, payload):
     tree = _open_tree(rt, INDEX_SETS)
     _count_level(rt)
     width = current.max_bin + 1
-    nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits)
-    own = tree.own_candidates(msg.own_valid, msg.own_left)
+    nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits,
+                             msg.bounds)
+    _set_level_limits(rt, nodes, msg.bounds, msg.sets)
+    own = tree.own_candidates(msg.own_valid, msg.own_left, msg.own_directions)
     candidates = [[(0, best, msg.own_left[i], None)] for i, best in enumerate(own)]
     records = m.unpack_records(msg.records.tobytes())
     if sorted(records) != current.peers:
