@@ -93,6 +93,10 @@ class StrictActive:
 
     trains_in_enclave = True
 
+    def constrain(self, by_party) -> None:
+        """Nothing to keep: every strict enclave applies the run's constraints itself, as bound
+        with the criteria (the host only checked that some party holds each named column)."""
+
     def __init__(self, channel, columns, criteria, passive_bins, passive_categorical, params,
                  env: ProtocolEnv) -> None:
         self.channel = channel
@@ -123,7 +127,7 @@ class StrictActive:
             self.columns.bins.n_value_bins.astype(np.int64), self.columns.bins.categorical_mask, binned,
             np.ones(labels.size) if weights is None else np.asarray(weights, dtype=np.float64),
             np.ones(n_valid) if valid_weights is None else np.asarray(valid_weights, dtype=np.float64),
-            int(self.max_passive_features))))
+            int(self.max_passive_features), json.dumps(self.columns.names))))
         if sealed_checkpoint is not None:
             self.enclave.ecall("restore", sealed_checkpoint)
         started = time.perf_counter()
@@ -235,7 +239,8 @@ class StrictPassive(NteePassive):
             self.columns.n_rows, 0 if valid is None else valid.shape[0],
             self._policy.max_trees or 0, self._policy.max_depth or 0,
             bins.n_value_bins.astype(np.int64), bins.categorical_mask, binned,
-            np.concatenate([np.asarray(c, dtype=np.float64) for c in bins.cuts] or [np.empty(0)]))))
+            np.concatenate([np.asarray(c, dtype=np.float64) for c in bins.cuts] or [np.empty(0)]),
+            json.dumps(self.columns.names))))
         self._loaded = True
         if self._restore is not None:
             blob, n_trees = self._restore

@@ -11,7 +11,6 @@ handle into (feature, bin) only for its own host, and only if that split won.
 Every channel is set up once per run with a party whose pinned identity key signed it.
 """
 
-import json
 import os
 
 import numpy as np
@@ -28,7 +27,7 @@ from teeboost.protocols.enclave.handshake import ecall_confirm, ecall_finish_ini
 from teeboost.protocols.enclave.handshake import expect as _expect
 from teeboost.protocols.enclave.handshake import role as _role
 from teeboost.protocols.enclave.session import session
-from teeboost.protocols.enclave.limits import scoring_limits, winner_constraints
+from teeboost.protocols.enclave.limits import party_constraints_of, scoring_limits, winner_constraints
 from teeboost.protocols.enclave.tree import CheckedTree
 from teeboost.protocols.enclave.partition import HistogramRequest, apply_announcements, bit_chunks, decode_row_sets, masks_to_bits
 from teeboost.transport import serde
@@ -144,13 +143,7 @@ def ecall_columns(rt, payload):
             or not bins_fit_counts(binned, cols.n_value_bins, current.max_bin):
         raise ProtocolError("binned columns do not match their bin counts")
     binned = binned.astype(np.uint8 if current.max_bin <= 255 else np.uint16)  # the bins' own size, not the wire's
-    try:
-        names = json.loads(cols.names)
-    except ValueError:
-        names = None
-    if not isinstance(names, list) or len(names) != binned.shape[0] or not all(isinstance(n, str) for n in names):
-        raise ProtocolError("the columns' names do not match the columns")
-    constraints = current.constraints.for_party(names) if current.constraints.any else None
+    constraints = party_constraints_of(current.constraints, cols.names, binned.shape[0])
     rt.state.update(n_value_bins=cols.n_value_bins.copy(), categorical=cols.categorical.copy(), binned=binned,
                     builder=HistogramBuilder(binned, current.max_bin + 1), constraints=constraints,
                     paths=PathColumns())
@@ -191,7 +184,7 @@ def ecall_level_record(rt, record):
     hist = rt.state["builder"].level(requested, nodes)
     sampled = sampled_features(current.criteria, current.party, msg.tree, rt.state["n_value_bins"].size)
     best = best_splits(hist, rt.state["n_value_bins"], rt.state["codec"], current.criteria, rt.state["categorical"],
-                       sampled, **scoring_limits(rt.state["constraints"], rt.state["paths"], requested, msg.bounds,
+                       sampled, **scoring_limits(rt.state["constraints"], rt.state["paths"].of(requested), msg.bounds,
                                                  msg.sets))
     handles = {}
     handle_array = np.zeros(len(requested), dtype=np.uint64)

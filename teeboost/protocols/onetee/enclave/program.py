@@ -30,7 +30,6 @@ sealing context (the run's, with a value each passive party chose and sealed: a 
 opens only in a run whose parties resumed it).
 """
 
-import json
 import os
 
 import numpy as np
@@ -43,7 +42,7 @@ from teeboost.core.split import (MAX_CATEGORY_BINS, NodeBest, best_splits, bins_
 from teeboost.errors import ProtocolError
 from teeboost.protocols.enclave import messages as m
 from teeboost.protocols.enclave.session import session, start_session
-from teeboost.protocols.enclave.limits import scoring_limits
+from teeboost.protocols.enclave.limits import party_constraints_of, scoring_limits
 from teeboost.protocols.enclave.tree import CheckedTree
 from teeboost.protocols.enclave.partition import HistogramRequest, bit_chunks, encode_row_sets
 from teeboost.protocols.onetee.enclave.ring import ring_bincount
@@ -96,14 +95,9 @@ def ecall_finish_responder(rt, payload):
         raise ProtocolError(f"party {party} reported invalid bin counts")
     if len(meta.seal_salt) != 32 or meta.max_trees < 0 or meta.max_depth < 0:
         raise ProtocolError(f"party {party} sent an invalid sealing value or limits")
-    try:
-        names = json.loads(meta.names)
-    except ValueError:
-        names = None
-    if not isinstance(names, list) or len(names) != bins.size or not all(isinstance(n, str) for n in names):
-        raise ProtocolError(f"party {party} sent its columns' names wrongly")
-    if current.constraints.any:  # its columns under the run's bound constraints, resolved here
-        rt.state["constrained"][party] = current.constraints.for_party(names)
+    constrained = party_constraints_of(current.constraints, meta.names, bins.size)  # resolved here, from the bound rules
+    if constrained is not None:
+        rt.state["constrained"][party] = constrained
     rt.state["paths"][party] = PathColumns()
     rt.state["meta"][party] = (int(meta.n_rows), bins.copy())
     rt.state.setdefault("categorical", {})[party] = meta.categorical.copy()
@@ -277,7 +271,7 @@ def _passive_candidates(rt, party, nodes, hist, candidates):
     sampled = sampled_features(current.criteria, party, tree.tree, n_value_bins.size)
     bounds, sets = rt.state["level_limits"] or (np.zeros((0, 2)), np.zeros(0, np.int64))
     bests = best_splits(hist, n_value_bins, tree.codec, current.criteria, categorical, sampled,
-                        **scoring_limits(rt.state["constrained"].get(party), rt.state["paths"][party], nodes, bounds,
+                        **scoring_limits(rt.state["constrained"].get(party), rt.state["paths"][party].of(nodes), bounds,
                                          sets))
     for i, b in enumerate(bests):
         if b.valid:

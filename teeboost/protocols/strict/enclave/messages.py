@@ -103,6 +103,7 @@ class StrictActiveLoad:
     valid_weights: np.ndarray = array_field("float64", 1)  # per validation row, for its (unpublished) metrics
     # the label owner's [policy] max_passive_features (0: none), enforced by every passive enclave
     max_passive_features: int = 0
+    names: str = "[]"  # its columns' names (JSON): what the run's constraints name
 
 
 @message
@@ -121,6 +122,7 @@ class StrictPassiveLoad:
     # every feature's cut points back to back (n_value_bins - 1 each): the enclave turns the bins
     # of the splits this party wins into thresholds itself, so its records never pass the host
     cuts: np.ndarray = array_field("float64", 1)
+    names: str = "[]"  # its columns' names (JSON): what the run's constraints name
 
 
 # ---- active enclave <-> passive enclaves (inside channel records)
@@ -142,6 +144,9 @@ class StrictLevel:
     codes: np.ndarray = array_field("uint8", 1)
     parent_split: np.ndarray = array_field("uint8", 1)
     max_features: int = 0  # the label owner's cap on each passive party's columns (0: none); public policy
+    # under constraints: every position's weight bounds and interaction sets (padding: unbounded, all)
+    bounds: np.ndarray = array_field("float64", 2, optional=True)
+    sets: np.ndarray = array_field("int64", 1, optional=True)
 
 
 @message
@@ -155,6 +160,9 @@ class StrictCandidates:
     gains: np.ndarray = array_field("float64", 1)
     handles: np.ndarray = array_field("uint64", 1)
     left_sums: np.ndarray = array_field("int64", 2)
+    # under constraints: each position's best column's public direction and interaction sets
+    directions: np.ndarray = array_field("int8", 1, optional=True)
+    memberships: np.ndarray = array_field("int64", 1, optional=True)
 
 
 @message

@@ -18,6 +18,7 @@ from teeboost.core.gradients import GradientCodec
 from teeboost.core.near_duplicates import near_duplicate_pairs
 from teeboost.core.split import MAX_CATEGORY_BINS, MIN_CATEGORY_ROWS, SplitCriteria, best_splits, bins_fit_counts, category_codes, left_sums, sampled_features
 from teeboost.errors import ProtocolError
+from teeboost.protocols.enclave.limits import PositionPaths, party_constraints_of, scoring_limits, winner_constraints
 from teeboost.transport import serde
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave.oblivious import children_histograms, go_left_all, position_histograms, unpack_codes, update_positions
@@ -26,7 +27,8 @@ __all__ = ["PassiveStrictState"]
 
 
 class PassiveStrictState:
-    def __init__(self, load: sm.StrictPassiveLoad, max_bin: int, criteria: SplitCriteria, party: int) -> None:
+    def __init__(self, load: sm.StrictPassiveLoad, max_bin: int, criteria: SplitCriteria, party: int,
+                 constraints=None) -> None:
         binned = np.ascontiguousarray(load.binned)
         n_rows = load.n_train + load.n_valid
         if load.n_train < 1 or load.n_valid < 0 or binned.shape != (load.n_value_bins.size, n_rows) \
@@ -55,6 +57,9 @@ class PassiveStrictState:
         self.max_bin = max_bin
         self.width = max_bin + 1
         self.criteria = criteria
+        self.constraints = None if constraints is None else party_constraints_of(constraints, load.names,
+                                                                                   self.n_value_bins.size)
+        self.paths = PositionPaths()  # its own columns on each position's path (interaction constraints)
         self.party = party  # this party's index: which column sample is its own
         self.records: dict[int, tuple[int, int, bool, int]] = {}  # id -> feature, bin, default left, tree
         self.n_train = load.n_train
@@ -91,6 +96,7 @@ class PassiveStrictState:
             if self.weight[self.n_train:].any():
                 raise ProtocolError("validation rows cannot be in a tree's sample")
             self.positions = np.zeros(self.n_rows, dtype=np.int64)
+            self.paths.reset()
             hist = position_histograms(self.bins, self.width, self.positions, np.array([0]), self.g, self.h,
                                        self.weight)
         else:
@@ -107,7 +113,8 @@ class PassiveStrictState:
                                        self.weight)
         self.hist = hist
         sampled = sampled_features(self.criteria, self.party, self.tree, self.n_value_bins.size)
-        best = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical, sampled)
+        best = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical, sampled,
+                           **scoring_limits(self.constraints, self.paths.paths, msg.bounds, msg.sets))
         n = len(best)
         sums = np.zeros((n, 3), dtype=np.int64)
         self.handles = np.frombuffer(os.urandom(8 * n), dtype=np.uint64) | np.uint64(1)
@@ -118,7 +125,7 @@ class PassiveStrictState:
         self.best = best
         self.phase = "scored"
         return sm.StrictCandidates(self.tree, self.depth, np.array([b.gain for b in best], dtype=np.float64),
-                                   self.handles.copy(), sums)
+                                   self.handles.copy(), sums, **winner_constraints(self.constraints, best))
 
     def decide(self, msg: sm.StrictDecision) -> sm.StrictPartition:
         n = len(self.best) if self.phase == "scored" else -1
@@ -135,6 +142,7 @@ class PassiveStrictState:
         default_left = np.array([b.default_left for b in self.best], dtype=bool)
         left = go_left_all(self.bins, self.positions, self.max_bin, features, split_bins, default_left, mine,
                            self.categorical)
+        self.paths.descend(mine, features)
         records = np.zeros(n, dtype=np.int64)
         for k in np.flatnonzero(mine):
             record = self._fresh_id()

@@ -94,7 +94,7 @@ def ecall_columns(rt, payload):
     if "passive" in rt.state:
         raise ProtocolError("the columns were already loaded")
     rt.state["passive"] = PassiveStrictState(expect(payload, sm.StrictPassiveLoad), current.max_bin,
-                                             current.criteria, current.party)
+                                             current.criteria, current.party, current.constraints)
     return b""
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from teeboost.config import BoostParams
 from teeboost.core.boosting import Booster, BoostState, TreeProgress, Validation
+from teeboost.core.constraints import ALL_SETS
 from teeboost.core.grower import AppliedSplit, SplitFinder
 from teeboost.core.loss import make_objective
 from teeboost.core.model import Ensemble
@@ -32,6 +33,7 @@ from teeboost.core.split import sampled_features
 from teeboost.errors import ProtocolError, TeeboostError
 from teeboost.transport import serde
 from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.enclave.limits import PositionPaths, party_constraints_of, scoring_limits
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave.oblivious import CODE_LEFT, CODE_RIGHT, CODE_STOP, children_histograms, go_left_all, pack_codes, position_histograms, update_positions
 
@@ -138,6 +140,10 @@ class ObliviousFinder(SplitFinder):
         self.timer = {"own histograms": 0.0, "waiting for peers": 0.0}
         self.broken = False
         self.max_passive_features = 0  # the label owner's cap, sent with every level record
+        self.constraints = None  # its own columns' (PartyConstraints), under the run's constraints
+        self.constrained = False  # the run has constraints: every level carries bounds and sets
+        self.paths = PositionPaths()  # its own columns on each position's path
+        self._limits = None  # this level's NodeLimits (from the grower)
 
     # -- channel helpers
 
@@ -176,22 +182,41 @@ class ObliviousFinder(SplitFinder):
         self.codes = np.zeros(n, dtype=np.uint8)
         self.parent_split = np.ones(1, dtype=bool)
         self.scored = False
+        self.paths.reset()
+        self._limits, self._limits_nodes = None, []
 
-    def _level_frame(self) -> bytes:
+    def _position_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every position's weight bounds and interaction sets at this depth: the grower's for
+        its nodes, unbounded and unconstrained for padding (empty arrays without constraints)."""
+        if not self.constrained:
+            return np.zeros((0, 2)), np.zeros(0, dtype=np.int64)
+        n = 2 ** self.depth
+        bounds = np.tile(np.array([-np.inf, np.inf]), (n, 1))
+        sets = np.full(n, ALL_SETS, dtype=np.int64)
+        if self._limits is not None:
+            for node in self._limits_nodes:
+                k = self.position_of[node]
+                bounds[k], sets[k] = self._limits.bounds[node], self._limits.sets[node]
+        return bounds, sets
+
+    def _level_frame(self, bounds: np.ndarray, sets: np.ndarray) -> bytes:
         empty = np.empty(0, dtype=np.uint8)
         if self.depth == 0:
             return serde.encode(sm.StrictLevel(self.tree, 0, self.n_train,
                                                np.array([self.codec.frac_bits], dtype=np.int64),
                                                sm.pack_fixed(self.g), sm.pack_fixed(self.h),
-                                               sm.bits_of(self.weight), empty, empty, self.max_passive_features))
+                                               sm.bits_of(self.weight), empty, empty, self.max_passive_features,
+                                               bounds, sets))
         return serde.encode(sm.StrictLevel(self.tree, self.depth, self.n_train, np.empty(0, dtype=np.int64), empty,
                                            empty, empty,
                                            pack_codes(self.codes), sm.bits_of(self.parent_split),
-                                           self.max_passive_features))
+                                           self.max_passive_features, bounds, sets))
 
     def _score_level(self) -> None:
         """Both sides score every position of this depth; the peers' answers are checked."""
-        self._send("level", {p: self._level_frame() for p in self.peers})
+        bounds, sets = self._position_limits()
+        frame = self._level_frame(bounds, sets)
+        self._send("level", {p: frame for p in self.peers})
         started = time.perf_counter()
         if self.depth == 0:
             hist = position_histograms(self.bins, self.width, self.positions, np.array([0]), self.g, self.h,
@@ -201,7 +226,8 @@ class ObliviousFinder(SplitFinder):
                                        self.h, self.weight)
         self.hist = hist
         self.own = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical,
-                               sampled_features(self.criteria, 0, self.tree, self.n_value_bins.size))
+                               sampled_features(self.criteria, 0, self.tree, self.n_value_bins.size),
+                               **scoring_limits(self.constraints, self.paths.paths, bounds, sets))
         self.timer["own histograms"] += time.perf_counter() - started
         n = 2 ** self.depth
         self.theirs = self._collect("level", sm.StrictCandidates)
@@ -209,14 +235,20 @@ class ObliviousFinder(SplitFinder):
         for party, msg in self.theirs.items():
             if msg.gains.size != n or msg.handles.size != n or msg.left_sums.shape != (n, 3):
                 raise ProtocolError(f"party {party} scored {msg.gains.size} positions, the level has {n}")
-            recomputed = split_gains(msg.left_sums, totals, self.codec, self.criteria)
+            limits = {}
+            if self.constrained:
+                if msg.directions.shape != (n,) or msg.memberships.shape != (n,) or np.any(np.abs(msg.directions) > 1):
+                    raise ProtocolError(f"party {party} sent its candidates' constraints for another level")
+                limits = {"lower": bounds[:, 0], "upper": bounds[:, 1], "direction": msg.directions.astype(np.int64)}
+            recomputed = split_gains(msg.left_sums, totals, self.codec, self.criteria, **limits)
             finite = np.isfinite(msg.gains)
             if np.any(finite & (recomputed != msg.gains)):
                 raise ProtocolError(f"party {party} claimed a gain its split's sums do not have")
         self.scored = True
 
-    def find_splits(self, nodes, node_rows):
+    def find_splits(self, nodes, node_rows, limits=None):
         self._node_rows = node_rows
+        self._limits, self._limits_nodes = limits, list(nodes)
         self._guarded(self._score_level)
         found: list[SplitInfo | None] = []
         for node in nodes:
@@ -292,17 +324,27 @@ class ObliviousFinder(SplitFinder):
             split_here |= (self.positions == k) & bool(winner[k] >= 0)
         self.codes = np.where(split_here, np.where(left, CODE_LEFT, CODE_RIGHT), CODE_STOP).astype(np.uint8)
         self.parent_split = winner >= 0
+        self.paths.descend(winner == 0, np.array([max(b.feature, 0) for b in own], dtype=np.int64))
         applied = []
         for split, (left_id, right_id) in zip(splits, children):
             k = self.position_of[split.node_id]
             self.routes[(split.party, int(records[k]))] = left  # one array per level, shared by its splits
             self.position_of[left_id], self.position_of[right_id] = 2 * k, 2 * k + 1
             rows = self._node_rows.rows(split.node_id)
-            applied.append(AppliedSplit(int(records[k]), left[rows]))
+            applied.append(AppliedSplit(int(records[k]), left[rows], *self._won_constraints(split.party, k)))
         self.positions = update_positions(self.positions, self.codes)
         self.depth += 1
         self.scored = False
         return applied
+
+    def _won_constraints(self, party: int, k: int) -> tuple[int, int]:
+        """The public direction and interaction sets of the column that won position ``k``."""
+        if not self.constrained:
+            return 0, 0
+        if party == 0:
+            feature = self.own[k].feature
+            return int(self.constraints.directions[feature]), int(self.constraints.membership[feature])
+        return int(self.theirs[party].directions[k]), int(self.theirs[party].memberships[k])
 
     def end_tree(self):
         """Pad the tree to ``max_depth`` levels: the same exchanges as a full tree."""
@@ -392,6 +434,8 @@ class StrictTrainer:
         if load.max_passive_features < 0:
             raise ProtocolError("max_passive_features must be >= 0")
         self.finder.max_passive_features = int(load.max_passive_features)
+        self.finder.constraints = party_constraints_of(session.constraints, load.names, load.n_value_bins.size)
+        self.finder.constrained = session.constraints.any
         self.seal, self.unseal = seal, unseal
         self.state: BoostState | None = None
 
