@@ -88,7 +88,7 @@ def train_central(
     ``party_features``: columns per party, active first (None: one party holds them all)."""
     bins = fit_bins(features, params.max_bin)
     columns = PartyColumns(bins, bins.transform(features))
-    booster = Booster(params, make_objective(objective, n_classes, delta_step=params.delta_step),
+    booster = Booster(params, make_objective(objective, n_classes, **params.objective_options()),
                       CentralFinder(columns, SplitCriteria.from_params(params), party_features),
                       LocalOracle(columns.owner, features),
                       on_truncate=columns.owner.keep_trees_below)
