@@ -214,9 +214,10 @@ class BoostParams:
         if self.scale_pos_weight != 1.0 and objective not in (None, "binary"):
             raise ConfigError(f"scale_pos_weight={self.scale_pos_weight} applies to binary classification only, "
                               f"not objective={objective!r}")
-        _check_float("tweedie_variance_power", self.tweedie_variance_power, 1.0, 2.0)
-        if self.tweedie_variance_power == 2.0:
-            raise ConfigError("tweedie_variance_power=2.0 must be < 2 (use objective='gamma' for power 2)")
+        _check_float("tweedie_variance_power", self.tweedie_variance_power, 1.0)
+        if self.tweedie_variance_power >= 2.0:
+            raise ConfigError(f"tweedie_variance_power={self.tweedie_variance_power} must be < 2 "
+                              "(reg:tweedie's power is in [1, 2); objective 'gamma' is power 2)")
         if self.tweedie_variance_power != 1.5 and objective != "tweedie":
             raise ConfigError(f"tweedie_variance_power={self.tweedie_variance_power} applies to objective "
                               f"'tweedie' (reg:tweedie) only, not objective={objective!r}")

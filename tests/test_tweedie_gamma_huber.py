@@ -15,6 +15,7 @@ from teeboost.cli import main
 from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.core.loss import Gamma, PseudoHuber, Tweedie, infer_objective, make_objective
 from teeboost.data import split_columns
+from teeboost.deploy.config import load_config
 from teeboost.errors import ConfigError, DataError
 from teeboost.export import export_part, merge_parts
 from teeboost.federation import FederatedModel, train_local
@@ -279,3 +280,33 @@ def test_cli_trains_tweedie_with_its_power_and_reports_its_metric(tmp_path, caps
     report = json.loads(capsys.readouterr().out)
     assert (report["objective"], report["metric"]) == ("tweedie", "tweedie-nloglik@1.3")
     assert FederatedModel.load(tmp_path / "m").active.ensemble.objective_params == {"tweedie_variance_power": 1.3}
+
+
+def test_party_config_takes_the_objective_and_its_parameter(tmp_path):
+    path = tmp_path / "active.toml"
+    path.write_text("""
+[party]
+name = "insurer"
+role = "active"
+data = "claims.csv"
+id_column = "id"
+label = "amount"
+
+[tls]
+insecure = true
+
+[[peers]]
+name = "telco"
+index = 1
+address = "127.0.0.1:50051"
+
+[training]
+objective = "reg:tweedie"
+tweedie_variance_power = 1.3
+""")
+    params = load_config(path).params
+    assert (params.objective, params.tweedie_variance_power, params.metrics_for("tweedie")) == \
+        ("tweedie", 1.3, ("tweedie-nloglik@1.3",))
+    path.write_text(path.read_text().replace("1.3", "2.5"))
+    with pytest.raises(ConfigError, match=r"active\.toml.*tweedie_variance_power=2\.5 must be < 2"):
+        load_config(path)
