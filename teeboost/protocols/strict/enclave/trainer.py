@@ -382,7 +382,8 @@ class StrictTrainer:
         self.load = load
         self.classes = json.loads(load.classes)
         if params.objective not in (None, load.objective):
-            raise ProtocolError(f"the host loaded objective {load.objective!r}, the parameters name {params.objective!r}")
+            raise ProtocolError(f"the host loaded objective {load.objective!r}, "
+                                f"the parameters name {params.objective!r}")
         self.objective = make_objective(load.objective, len(self.classes) if self.classes else 2,
                                         **params.objective_options())
         if self.objective.n_outputs != load.outputs:
