@@ -4,6 +4,7 @@ into the model file, the XGBoost export and every protocol (strict's enclave inc
 
 import json
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -218,6 +219,7 @@ SIMULATED = ProtocolOptions(allow_simulated_tee=True)
 _LEAN = dict(n_trees=2, max_depth=2, max_bin=16, subsample=1.0)
 
 
+@lru_cache(maxsize=None)  # each protocol's run is compared with one plain run per objective (read only)
 def _lean_run(objective, protocol="plain"):
     label, extra = OBJECTIVES[objective]
     active, passives = _parties(_frame(objective, n=200))
