@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +17,10 @@ from .core.constraints import RunConstraints, parse_interactions, parse_monotone
 from .errors import ConfigError
 
 __all__ = ["BoostParams", "ProtocolOptions", "OBJECTIVES", "OBJECTIVE_ALIASES", "PARAM_ALIASES", "METRICS",
-           "MAX_BIN_LIMIT", "ALIGN_MODES", "IMPORTANCE_TYPES", "DataWarning", "user_stacklevel"]
+           "MAX_BIN_LIMIT", "ALIGN_MODES", "IMPORTANCE_TYPES", "DataWarning", "user_stacklevel", "tweedie_metric",
+           "metric_family"]
 
-OBJECTIVES = ("binary", "multiclass", "regression", "poisson")
+OBJECTIVES = ("binary", "multiclass", "regression", "poisson", "tweedie", "gamma", "pseudohuber")
 
 #: XGBoost's objective names, accepted wherever an objective is given.
 OBJECTIVE_ALIASES = {
@@ -27,6 +29,9 @@ OBJECTIVE_ALIASES = {
     "multi:softmax": "multiclass",
     "reg:squarederror": "regression",
     "count:poisson": "poisson",
+    "reg:tweedie": "tweedie",
+    "reg:gamma": "gamma",
+    "reg:pseudohubererror": "pseudohuber",
 }
 
 #: XGBoost's parameter names (and their own aliases) -> ours.
@@ -39,15 +44,20 @@ PARAM_ALIASES = {
     "lambda": "reg_lambda",
 }
 
-#: Held-out metrics by XGBoost's names (``accuracy`` is 1 - ``merror``).
-METRICS = ("auc", "logloss", "error", "mlogloss", "merror", "accuracy", "rmse", "mae", "poisson-nloglik")
+#: Held-out metrics by XGBoost's names (``accuracy`` is 1 - ``merror``). ``tweedie-nloglik`` is a
+#: family: ``tweedie-nloglik@1.3`` names its variance power (bare: ``tweedie_variance_power``'s).
+METRICS = ("auc", "logloss", "error", "mlogloss", "merror", "accuracy", "rmse", "mae", "poisson-nloglik",
+           "tweedie-nloglik", "gamma-deviance", "gamma-nloglik", "mphe")
 
 #: Metrics each objective's predictions can be scored by.
 _METRICS_FOR = {
     "binary": ("auc", "logloss", "error"),
     "multiclass": ("mlogloss", "merror", "accuracy"),
-    "regression": ("rmse", "mae"),
+    "regression": ("rmse", "mae", "mphe"),
     "poisson": ("poisson-nloglik", "rmse", "mae"),
+    "tweedie": ("tweedie-nloglik", "rmse", "mae"),
+    "gamma": ("gamma-deviance", "gamma-nloglik", "rmse", "mae"),
+    "pseudohuber": ("mphe", "rmse", "mae"),
 }
 
 #: Bins are stored as uint16 with one index kept for "missing", so 65,535 value bins at most.
@@ -77,6 +87,30 @@ def user_stacklevel() -> int:
     while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "teeboost":
         frame, level = frame.f_back, level + 1
     return level
+
+
+def tweedie_metric(variance_power: float) -> str:
+    """XGBoost's name of the Tweedie metric, ``tweedie-nloglik@1.5``: the power as the float32
+    XGBoost keeps, printed with 6 significant digits as C++ streams print it."""
+    as_float32 = struct.unpack("f", struct.pack("f", float(variance_power)))[0]
+    return f"tweedie-nloglik@{as_float32:g}"
+
+
+def metric_family(name: str) -> str:
+    """``tweedie-nloglik@1.3`` -> ``tweedie-nloglik``; other names are their own family."""
+    return name.partition("@")[0]
+
+
+def _tweedie_power_of(metric: str) -> float:
+    """The variance power a ``tweedie-nloglik@<power>`` metric names, checked like the parameter."""
+    text = metric.partition("@")[2]
+    try:
+        power = float(text)
+    except ValueError:
+        raise ConfigError(f"eval_metric={metric!r}: {text!r} after '@' must be a variance power in [1, 2)") from None
+    if not 1.0 <= power < 2.0:
+        raise ConfigError(f"eval_metric={metric!r}: variance power {power} must be in [1, 2)")
+    return power
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
@@ -144,6 +178,10 @@ class BoostParams:
     # binary: the label value that is class 1, whose probability the model gives (None: the
     # larger of the two values, e.g. 1 of 0/1, or "yes" of "no"/"yes")
     positive_class: str | None = None
+    # reg:tweedie's variance power rho in [1, 2): 1 is Poisson-like, near 2 gamma-like (XGBoost's default)
+    tweedie_variance_power: float = 1.5
+    # reg:pseudohubererror's (and the mphe metric's) delta: errors beyond it count about linearly
+    huber_slope: float = 1.0
     # XGBoost's monotone_constraints by column name ({"age": 1, "MonthlyIncome": -1}; any
     # party's columns) and interaction_constraints (sets of column names); see core/constraints.py
     monotone_constraints: dict[str, int] | None = None
@@ -181,7 +219,20 @@ class BoostParams:
         if self.scale_pos_weight != 1.0 and objective not in (None, "binary"):
             raise ConfigError(f"scale_pos_weight={self.scale_pos_weight} applies to binary classification only, "
                               f"not objective={objective!r}")
+        _check_float("tweedie_variance_power", self.tweedie_variance_power, 1.0)
+        if self.tweedie_variance_power >= 2.0:
+            raise ConfigError(f"tweedie_variance_power={self.tweedie_variance_power} must be < 2 "
+                              "(reg:tweedie's power is in [1, 2); objective 'gamma' is power 2)")
+        if self.tweedie_variance_power != 1.5 and objective != "tweedie":
+            raise ConfigError(f"tweedie_variance_power={self.tweedie_variance_power} applies to objective "
+                              f"'tweedie' (reg:tweedie) only, not objective={objective!r}")
+        _check_float("huber_slope", self.huber_slope, 0.0, low_open=True)
+        if not math.isfinite(self.huber_slope):
+            raise ConfigError(f"huber_slope={self.huber_slope} must be finite")
         object.__setattr__(self, "eval_metric", self._metrics(self.eval_metric))
+        if self.huber_slope != 1.0 and objective != "pseudohuber" and "mphe" not in (self.eval_metric or ()):
+            raise ConfigError(f"huber_slope={self.huber_slope} applies to objective 'pseudohuber' "
+                              f"(reg:pseudohubererror) or the mphe metric only, not objective={objective!r}")
         if self.positive_class is not None:
             if isinstance(self.positive_class, bool) or not isinstance(self.positive_class, (str, int, float)):
                 raise ConfigError(f"positive_class={self.positive_class!r} must be a label value")
@@ -207,13 +258,18 @@ class BoostParams:
         names = (value,) if isinstance(value, str) else tuple(value)
         if not names or not all(isinstance(n, str) for n in names):
             raise ConfigError(f"eval_metric={value!r} must be a metric name or a list of them")
+        checked = []
         for name in names:
-            if name not in METRICS:
+            family = metric_family(name)
+            if family not in METRICS or (family != name and family != "tweedie-nloglik"):
                 raise ConfigError(f"eval_metric={name!r} must be one of {', '.join(METRICS)}")
-            if self.objective is not None and name not in _METRICS_FOR[self.objective]:
+            if self.objective is not None and family not in _METRICS_FOR[self.objective]:
                 raise ConfigError(f"eval_metric={name!r} does not score objective={self.objective!r} "
                                   f"(use {', '.join(_METRICS_FOR[self.objective])})")
-        return names
+            if family == "tweedie-nloglik":  # XGBoost's spelling of the power it evaluates at
+                name = tweedie_metric(self.tweedie_variance_power if family == name else _tweedie_power_of(name))
+            checked.append(name)
+        return tuple(checked)
 
     @property
     def constraints(self) -> RunConstraints:
@@ -225,13 +281,20 @@ class BoostParams:
         """The leaf-weight cap in force (0: none)."""
         if self.max_delta_step is not None:
             return float(self.max_delta_step)
-        return 0.7 if self.objective == "poisson" else 0.0
+        return 0.7 if self.objective == "poisson" else 0.0  # XGBoost 3.2: none for tweedie, gamma, pseudohuber
+
+    def objective_options(self) -> dict[str, float]:
+        """What ``make_objective`` needs besides the name (each loss takes its own)."""
+        return {"delta_step": self.delta_step, "tweedie_variance_power": float(self.tweedie_variance_power),
+                "huber_slope": float(self.huber_slope)}
 
     def metrics_for(self, objective: str) -> tuple[str, ...]:
         """The metrics a run with this objective reports: ``eval_metric``, or the default."""
         if self.eval_metric is None:
+            if objective == "tweedie":
+                return (tweedie_metric(self.tweedie_variance_power),)
             return (_DEFAULT_METRIC[objective],)
-        wrong = [m for m in self.eval_metric if m not in _METRICS_FOR[objective]]
+        wrong = [m for m in self.eval_metric if metric_family(m) not in _METRICS_FOR[objective]]
         if wrong:
             raise ConfigError(f"eval_metric={wrong[0]!r} does not score objective={objective!r} "
                               f"(use {', '.join(_METRICS_FOR[objective])})")
@@ -269,7 +332,8 @@ class BoostParams:
 
 
 #: The metric reported (and watched by early stopping) when ``eval_metric`` is not given.
-_DEFAULT_METRIC = {"binary": "auc", "multiclass": "accuracy", "regression": "rmse", "poisson": "poisson-nloglik"}
+_DEFAULT_METRIC = {"binary": "auc", "multiclass": "accuracy", "regression": "rmse", "poisson": "poisson-nloglik",
+                   "gamma": "gamma-deviance", "pseudohuber": "mphe"}  # tweedie: tweedie_metric(power)
 
 
 @dataclass(frozen=True)

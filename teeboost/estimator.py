@@ -61,6 +61,7 @@ _BOOST_FIELDS = {
     "min_samples_leaf": "min_samples_leaf", "max_bin": "max_bin", "random_state": "random_state",
     "early_stopping_rounds": "early_stopping_rounds", "eval_metric": "eval_metric",
     "category_subsets": "category_subsets", "scale_pos_weight": "scale_pos_weight",
+    "tweedie_variance_power": "tweedie_variance_power", "huber_slope": "huber_slope",
 }
 #: Other spellings users bring (teeboost's older names, XGBoost's native ones) -> parameter.
 _ALIASES = {"n_trees": "n_estimators", "eta": "learning_rate", "min_split_gain": "gamma"}
@@ -80,6 +81,7 @@ class _VerticalBoost(BaseEstimator):
                  min_samples_leaf: int = 1, max_bin: int = 32, objective: str | None = None,
                  eval_metric: str | list[str] | None = None, early_stopping_rounds: int | None = None,
                  random_state: int | None = 0, category_subsets: bool = True, scale_pos_weight: float = 1.0,
+                 tweedie_variance_power: float = 1.5, huber_slope: float = 1.0,
                  allow_simulated_tee: bool = False,
                  options: ProtocolOptions | None = None, transcript: str | Path | None = None,
                  on_tree: Callable[[TreeProgress], None] | None = None, n_trees: int | None = None,
@@ -113,6 +115,8 @@ class _VerticalBoost(BaseEstimator):
         self.random_state = random_state
         self.category_subsets = category_subsets
         self.scale_pos_weight = scale_pos_weight
+        self.tweedie_variance_power = tweedie_variance_power
+        self.huber_slope = huber_slope
         self.allow_simulated_tee = allow_simulated_tee
         self.options = options
         self.transcript = transcript
@@ -533,9 +537,10 @@ class VerticalBoostClassifier(ClassifierMixin, _VerticalBoost):
 
 
 class VerticalBoostRegressor(RegressorMixin, _VerticalBoost):
-    """Squared-error or Poisson regression."""
+    """Squared-error, Poisson, Tweedie, gamma or pseudo-Huber regression (XGBoost's reg:squarederror,
+    count:poisson, reg:tweedie, reg:gamma, reg:pseudohubererror)."""
 
-    _objectives = ("regression", "poisson")
+    _objectives = ("regression", "poisson", "tweedie", "gamma", "pseudohuber")
     _score = staticmethod(r2_score)
 
     def _objective_for(self, active: PartyData) -> str:
@@ -556,7 +561,7 @@ class VerticalBoostRegressor(RegressorMixin, _VerticalBoost):
         return labels
 
     def predict(self, X: Any, passive: list[PartyData] | None = None, *, output_margin: bool = False) -> np.ndarray:
-        """Values; with ``output_margin`` the raw margins (log of the mean for poisson)."""
+        """Values; with ``output_margin`` the raw margins (log of the mean for poisson, tweedie, gamma)."""
         if output_margin:
             return self._margin(X, passive)[:, 0]
         return self._predict_raw(X, passive)

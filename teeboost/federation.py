@@ -28,7 +28,7 @@ from .core.loss import make_objective
 from .core.split import SplitCriteria
 from .data import PartyData, check_weights
 from .errors import CheckpointError, ConfigError, DataError
-from .labels import check_counts, encode_labels, encode_with_classes
+from .labels import CHECKED_TARGETS, check_targets, encode_labels, encode_with_classes
 from .policy import Policy
 from .model_files import ActiveModel, PassiveModel, load_model_dir, remove_stale_models, save_models
 from .parties.active import FederatedOracle, NotingFinder, announce_model, discard_trees, handshake, note_trees
@@ -275,12 +275,12 @@ def train_active(
     if validation is not None:
         validation = (valid_active, validation[1])
     y, classes, objective_name = encode_labels(active, params.objective, params.positive_class)
-    objective = make_objective(objective_name, len(classes) if classes else 2, delta_step=params.delta_step)
+    objective = make_objective(objective_name, len(classes) if classes else 2, **params.objective_options())
     row_weights(params, objective_name, y, None)  # scale_pos_weight of a non-binary run is refused here
     params.metrics_for(objective_name)  # and eval_metric that does not score the inferred objective
     valid_y = encode_with_classes(validation[0], classes) if validation is not None else None
-    if valid_y is not None and objective_name == "poisson":
-        check_counts(validation[0], valid_y)
+    if valid_y is not None and objective_name in CHECKED_TARGETS:
+        check_targets(validation[0], valid_y, objective_name)
     weights = None if active.weights is None else check_weights(active.weights, active.n_rows, active.source)
     valid_weights = None
     if validation is not None and validation[0].weights is not None:

@@ -10,7 +10,14 @@ from .core.loss import infer_objective
 from .data import PartyData
 from .errors import DataError
 
-__all__ = ["encode_labels", "encode_with_classes", "check_counts"]
+__all__ = ["encode_labels", "encode_with_classes", "check_targets", "CHECKED_TARGETS"]
+
+#: Objectives whose labels have a lower bound, and what they need (XGBoost refuses the same labels).
+CHECKED_TARGETS = {
+    "poisson": (False, "non-negative counts"),  # (zero refused?, what the objective needs)
+    "tweedie": (False, "non-negative amounts"),
+    "gamma": (True, "positive amounts (> 0)"),
+}
 
 
 def _plain(value: Any) -> Any:
@@ -39,12 +46,12 @@ def encode_labels(party: PartyData, objective: str | None,
         )
     if objective is None:
         objective = infer_objective(labels) if numeric else ("binary" if distinct.size == 2 else "multiclass")
-    if objective == "regression":
+    if objective in ("regression", "pseudohuber"):
         if not numeric:
-            raise DataError(f"{party.source}: label column {column!r} is text; regression needs numbers")
+            raise DataError(f"{party.source}: label column {column!r} is text; objective {objective!r} needs numbers")
         return labels.astype(np.float64), None, objective
-    if objective == "poisson":
-        return check_counts(party, labels), None, objective
+    if objective in CHECKED_TARGETS:
+        return check_targets(party, labels, objective), None, objective
     if objective == "binary" and distinct.size != 2:
         raise DataError(
             f"{party.source}: objective 'binary' needs 2 label values in {column!r}, found {distinct.size}"
@@ -70,17 +77,21 @@ def _with_positive(party: PartyData, labels: np.ndarray, distinct: np.ndarray, o
     return (labels == match[0]).astype(np.float64), [_plain(other), _plain(match[0])], objective
 
 
-def check_counts(party: PartyData, labels: np.ndarray) -> np.ndarray:
-    """Poisson targets: non-negative numbers (counts or rates), as float64."""
+def check_targets(party: PartyData, labels: np.ndarray, objective: str) -> np.ndarray:
+    """Targets of a count or amount objective (``CHECKED_TARGETS``) as float64; the first value
+    out of range is named with its data row."""
     column = party.label_name
+    positive, needs = CHECKED_TARGETS[objective]
     if labels.dtype == object:
-        raise DataError(f"{party.source}: label column {column!r} is text; objective 'poisson' needs "
-                        "non-negative numbers (counts)")
+        raise DataError(f"{party.source}: label column {column!r} is text; objective {objective!r} needs "
+                        f"numbers ({needs})")
     values = labels.astype(np.float64)
-    negative = np.flatnonzero(values < 0)
-    if negative.size:
-        raise DataError(f"{party.source}: label column {column!r} has negative value {_plain(values[negative[0]])!r} "
-                        f"in data row {negative[0] + 1}; objective 'poisson' needs non-negative counts")
+    bad = np.flatnonzero(values <= 0 if positive else values < 0)
+    if bad.size:
+        value = values[bad[0]]
+        kind = "negative value" if value < 0 else "value"
+        raise DataError(f"{party.source}: label column {column!r} has {kind} {_plain(value)!r} "
+                        f"in data row {bad[0] + 1}; objective {objective!r} needs {needs}")
     return values
 
 

@@ -12,7 +12,8 @@ import math
 import numpy as np
 
 __all__ = ["roc_auc", "logloss", "error", "mlogloss", "merror", "accuracy", "rmse", "mae", "poisson_nloglik",
-           "evaluate", "HIGHER_IS_BETTER", "spearman", "average_ranks"]
+           "tweedie_nloglik", "gamma_nloglik", "gamma_deviance", "mphe", "evaluate", "HIGHER_IS_BETTER",
+           "higher_is_better", "spearman", "average_ranks"]
 
 _EPS = 1e-16
 
@@ -103,12 +104,56 @@ def poisson_nloglik(y_true: np.ndarray, mean: np.ndarray, weight: np.ndarray | N
     return _mean(lgamma + mu - y * np.log(mu), weight)
 
 
-def evaluate(metric: str, y_true: np.ndarray, prediction: np.ndarray, weight: np.ndarray | None = None) -> float:
+def tweedie_nloglik(y_true: np.ndarray, mean: np.ndarray, weight: np.ndarray | None = None,
+                    variance_power: float = 1.5) -> float:
+    """XGBoost's ``tweedie-nloglik@rho``: ``-y mu^(1-rho)/(1-rho) + mu^(2-rho)/(2-rho)``, the
+    Tweedie log-likelihood without its normalising term (infinite at rho = 1, as XGBoost's)."""
+    y = np.asarray(y_true, dtype=np.float64)
+    log_mu = np.log(np.asarray(mean, dtype=np.float64))
+    rho = variance_power
+    with np.errstate(divide="ignore", invalid="ignore"):
+        row = -y * np.exp((1.0 - rho) * log_mu) / (1.0 - rho) + np.exp((2.0 - rho) * log_mu) / (2.0 - rho)
+    return _mean(row, weight)
+
+
+def gamma_nloglik(y_true: np.ndarray, mean: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """XGBoost's ``gamma-nloglik``: the gamma log-likelihood at dispersion 1, ``y/mu + log(mu)``,
+    the mean floored at 1e-6."""
+    y = np.asarray(y_true, dtype=np.float64)
+    mu = np.maximum(np.asarray(mean, dtype=np.float64), 1e-6)
+    return _mean(y / mu + np.log(mu), weight)
+
+
+def gamma_deviance(y_true: np.ndarray, mean: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """XGBoost's ``gamma-deviance``: ``2 (log(mu/y) + y/mu - 1)``, both shifted by 1e-6."""
+    y = np.asarray(y_true, dtype=np.float64) + 1e-6
+    mu = np.asarray(mean, dtype=np.float64) + 1e-6
+    return 2.0 * _mean(np.log(mu / y) + y / mu - 1.0, weight)
+
+
+def mphe(y_true: np.ndarray, predicted: np.ndarray, weight: np.ndarray | None = None, slope: float = 1.0) -> float:
+    """XGBoost's mean pseudo-Huber error, ``slope^2 (sqrt(1 + (e/slope)^2) - 1)`` per row."""
+    diff = np.asarray(y_true, dtype=np.float64) - np.asarray(predicted, dtype=np.float64)
+    return _mean(slope * slope * (np.sqrt(1.0 + (diff / slope) ** 2) - 1.0), weight)
+
+
+def evaluate(metric: str, y_true: np.ndarray, prediction: np.ndarray, weight: np.ndarray | None = None, *,
+             huber_slope: float = 1.0) -> float:
     """``prediction`` as ``Objective.predict`` gives it: probability of class 1 (auc, logloss,
-    error), class probabilities (mlogloss, merror, accuracy) or values (rmse, mae, and the
-    Poisson mean for poisson-nloglik). ``weight``: optional sample weights."""
+    error), class probabilities (mlogloss, merror, accuracy) or values (rmse, mae, mphe, and the
+    mean for poisson-nloglik, tweedie-nloglik@rho, gamma-nloglik, gamma-deviance).
+    ``weight``: optional sample weights; ``huber_slope``: mphe's (as XGBoost, the run's)."""
     if metric == "accuracy":
         return accuracy(y_true, np.argmax(prediction, axis=1), weight)
+    if metric == "mphe":
+        return mphe(y_true, prediction, weight, huber_slope)
+    family, _, power = metric.partition("@")
+    if family == "tweedie-nloglik" and power:
+        try:
+            rho = float(power)
+        except ValueError:
+            raise ValueError(f"unknown metric {metric!r}") from None
+        return tweedie_nloglik(y_true, prediction, weight, rho)
     try:
         function = _BY_NAME[metric]
     except KeyError:
@@ -117,11 +162,18 @@ def evaluate(metric: str, y_true: np.ndarray, prediction: np.ndarray, weight: np
 
 
 _BY_NAME = {"auc": roc_auc, "logloss": logloss, "error": error, "mlogloss": mlogloss, "merror": merror,
-            "rmse": rmse, "mae": mae, "poisson-nloglik": poisson_nloglik}
+            "rmse": rmse, "mae": mae, "poisson-nloglik": poisson_nloglik, "gamma-nloglik": gamma_nloglik,
+            "gamma-deviance": gamma_deviance}
 
 #: Whether a larger value of the metric is better (for early stopping).
 HIGHER_IS_BETTER = {"auc": True, "accuracy": True, "logloss": False, "error": False, "mlogloss": False,
-                    "merror": False, "rmse": False, "mae": False, "poisson-nloglik": False}
+                    "merror": False, "rmse": False, "mae": False, "poisson-nloglik": False, "tweedie-nloglik": False,
+                    "gamma-deviance": False, "gamma-nloglik": False, "mphe": False}
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger value is better; ``tweedie-nloglik@1.3`` as its family."""
+    return HIGHER_IS_BETTER[metric.partition("@")[0]]
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:

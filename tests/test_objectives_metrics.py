@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import xgboost as xgb
-from scipy.stats import poisson
+from scipy.special import pseudo_huber
+from scipy.stats import expon, poisson
 from sklearn import metrics as sk
 
 from teeboost import VerticalBoostClassifier
@@ -59,14 +60,34 @@ def _predictions(rng, n=400):
     pred_reg = y_reg + rng.normal(scale=0.5, size=n)
     y_count = rng.poisson(2.0, n).astype(float)
     mean = np.exp(rng.normal(0.7, 0.3, n))
+    y_amount = rng.gamma(2.0, mean / 2.0)
+    y_claim = np.where(rng.random(n) < 0.4, 0.0, y_amount)
     return {
+        "tweedie-nloglik": (y_claim, mean), "gamma-deviance": (y_amount, mean), "gamma-nloglik": (y_amount, mean),
+        "mphe": (y_reg, pred_reg),
         "auc": (y_bin, p), "logloss": (y_bin, p), "error": (y_bin, p),
         "mlogloss": (y_multi, probs), "merror": (y_multi, probs), "accuracy": (y_multi, probs),
         "rmse": (y_reg, pred_reg), "mae": (y_reg, pred_reg), "poisson-nloglik": (y_count, mean),
     }
 
 
+#: The name each metric is evaluated under: Tweedie's names its variance power, as XGBoost's.
+_NAMED = {"tweedie-nloglik": "tweedie-nloglik@1.3"}
+_HUBER_SLOPE = 2.5  # mphe at a slope other than its default: the slope must reach the metric
+
+
 def _sklearn(metric, y, prediction, weight):
+    if metric == "tweedie-nloglik":  # scikit-learn's deviance less the saturated model's term
+        rho = 1.3
+        saturated = y ** (2 - rho) / ((1 - rho) * (2 - rho))
+        deviance = sk.mean_tweedie_deviance(y, prediction, sample_weight=weight, power=rho)
+        return deviance / 2 - float(np.average(saturated, weights=weight))
+    if metric == "gamma-deviance":
+        return sk.mean_gamma_deviance(y, prediction, sample_weight=weight)
+    if metric == "gamma-nloglik":  # the gamma density at dispersion 1: exponential of that mean
+        return float(np.average(-expon.logpdf(y, scale=prediction), weights=weight))
+    if metric == "mphe":
+        return float(np.average(pseudo_huber(_HUBER_SLOPE, y - prediction), weights=weight))
     if metric == "auc":
         return sk.roc_auc_score(y, prediction, sample_weight=weight)
     if metric == "logloss":
@@ -93,13 +114,16 @@ def test_every_metric_matches_scikit_learn(metric, weighted):
     rng = np.random.default_rng(1)
     y, prediction = _predictions(rng)[metric]
     weight = rng.random(y.size) * 3 if weighted else None
-    ours = evaluate(metric, y, prediction, weight)
-    assert ours == pytest.approx(_sklearn(metric, y, prediction, weight), rel=1e-12, abs=1e-12)
+    ours = evaluate(_NAMED.get(metric, metric), y, prediction, weight, huber_slope=_HUBER_SLOPE)
+    # XGBoost's gamma-deviance adds 1e-6 to label and mean, scikit-learn's does not
+    tolerance = 1e-5 if metric == "gamma-deviance" else 1e-12
+    assert ours == pytest.approx(_sklearn(metric, y, prediction, weight), rel=tolerance, abs=1e-12)
 
 
 _XGB_OBJECTIVE = {"auc": "binary:logistic", "logloss": "binary:logistic", "error": "binary:logistic",
                   "mlogloss": "multi:softprob", "merror": "multi:softprob", "rmse": "reg:squarederror",
-                  "mae": "reg:squarederror", "poisson-nloglik": "count:poisson"}
+                  "mae": "reg:squarederror", "poisson-nloglik": "count:poisson", "tweedie-nloglik": "reg:tweedie",
+                  "gamma-deviance": "reg:gamma", "gamma-nloglik": "reg:gamma", "mphe": "reg:pseudohubererror"}
 
 
 def _xgboost_eval(metric, y, prediction, weight):
@@ -110,12 +134,14 @@ def _xgboost_eval(metric, y, prediction, weight):
         margin = np.log(prediction / (1 - prediction))
     elif objective == "multi:softprob":
         margin = np.log(prediction)
-    elif objective == "count:poisson":
+    elif objective in ("count:poisson", "reg:tweedie", "reg:gamma"):
         margin = np.log(prediction)
     else:
         margin = prediction
     data = xgb.DMatrix(np.zeros((y.size, 1)), label=y, weight=weight, base_margin=margin)
-    params = {"objective": objective, "eval_metric": metric}
+    params = {"objective": objective, "eval_metric": _NAMED.get(metric, metric)}
+    if metric == "mphe":
+        params["huber_slope"] = _HUBER_SLOPE
     if objective == "multi:softprob":
         params["num_class"] = prediction.shape[1]
     booster = xgb.train(params, data, 0)
@@ -130,8 +156,8 @@ def test_every_metric_matches_xgboosts_own_evaluation(metric, weighted):
     y, prediction = _predictions(rng)[metric]
     weight = rng.random(y.size) * 3 if weighted else None
     # XGBoost evaluates float32 predictions
-    assert evaluate(metric, y, prediction, weight) == pytest.approx(_xgboost_eval(metric, y, prediction, weight),
-                                                                    rel=1e-6, abs=1e-7)
+    ours = evaluate(_NAMED.get(metric, metric), y, prediction, weight, huber_slope=_HUBER_SLOPE)
+    assert ours == pytest.approx(_xgboost_eval(metric, y, prediction, weight), rel=1e-6, abs=1e-7)
 
 
 def test_every_metric_says_which_direction_is_better():
@@ -196,7 +222,7 @@ def test_poisson_matches_xgboost_count_poisson():
         ours = _predict(model, active, passives)
         booster = xgb.train({"objective": "count:poisson", "max_depth": depth, "eta": 0.3, "reg_lambda": 1.0,
                              "min_child_weight": 1.0, "max_bin": 32, "tree_method": "hist", "subsample": 1.0,
-                             "nthread": 2, "base_score": float(np.mean(y))},  # our base margin: log(mean y)
+                             "nthread": 2},  # XGBoost 3.2 starts from the label mean, as we do
                             xgb.DMatrix(x, label=y), n_trees)
         theirs = booster.predict(xgb.DMatrix(x)).astype(np.float64)
         assert np.max(np.abs(ours - theirs) / theirs) < POISSON_PARITY

@@ -47,11 +47,15 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--protocol", default="plain", choices=_CONTRACT_PROTOCOLS,
                        help="how the parties protect what they exchange: plain (not at all, the reference), "
                             "secureboost (homomorphic encryption), ntee, onetee, strict (enclaves)")
-    train.add_argument("--objective", choices=(*OBJECTIVES, *OBJECTIVE_ALIASES), metavar="OBJECTIVE",
-                       help="loss to fit: binary, multiclass, regression or poisson, or XGBoost's names "
-                            "(binary:logistic, multi:softprob, reg:squarederror, count:poisson); "
-                            "default: inferred from the label column")
     defaults = BoostParams()
+    train.add_argument("--objective", choices=(*OBJECTIVES, *OBJECTIVE_ALIASES), metavar="OBJECTIVE",
+                       help="loss to fit: binary, multiclass, regression, poisson, tweedie, gamma or pseudohuber, "
+                            "or XGBoost's names (binary:logistic, multi:softprob, reg:squarederror, count:poisson, "
+                            "reg:tweedie, reg:gamma, reg:pseudohubererror); default: inferred from the label column")
+    train.add_argument("--tweedie-variance-power", type=float, default=defaults.tweedie_variance_power,
+                       help="reg:tweedie's variance power in [1, 2): near 1 Poisson-like, near 2 gamma-like")
+    train.add_argument("--huber-slope", type=float, default=defaults.huber_slope,
+                       help="reg:pseudohubererror's (and the mphe metric's) slope: errors beyond it count linearly")
     train.add_argument("--n-trees", "--n-estimators", dest="n_trees", type=int, default=defaults.n_trees,
                        help="boosting rounds (trees per class for multiclass)")
     train.add_argument("--max-depth", type=int, default=defaults.max_depth, help="deepest split level of a tree")
@@ -76,7 +80,8 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--eval-metric", type=lambda text: tuple(m.strip() for m in text.split(",") if m.strip()),
                        default=None, metavar="M1,M2",
                        help=f"validation metrics per round ({', '.join(METRICS)}); early stopping watches the "
-                            "last (default: auc, accuracy, rmse or poisson-nloglik by objective)")
+                            "last (default by objective: auc, accuracy, rmse, poisson-nloglik, "
+                            "tweedie-nloglik@<power>, gamma-deviance, mphe)")
     train.add_argument("--positive-class", metavar="VALUE",
                        help="binary classification: the label value that is class 1 (its probability is predicted; "
                             "default: the larger value, e.g. 1 of 0/1)")
@@ -198,7 +203,8 @@ def _params(args: argparse.Namespace) -> BoostParams:
         early_stopping_rounds=args.early_stopping_rounds, category_subsets=args.category_subsets,
         reg_alpha=args.reg_alpha, max_delta_step=args.max_delta_step, colsample_bytree=args.colsample_bytree,
         scale_pos_weight=args.scale_pos_weight, eval_metric=args.eval_metric,
-        positive_class=args.positive_class,
+        positive_class=args.positive_class, tweedie_variance_power=args.tweedie_variance_power,
+        huber_slope=args.huber_slope,
     )
 
 

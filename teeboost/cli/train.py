@@ -75,7 +75,8 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
         test_active = active.take(test_rows)
         active_x, passive_x = party_features(model, test_active, [p.take(test_rows) for p in passives_aligned])
         y_test = encode_with_classes(test_active, model.active.ensemble.classes)
-        value = evaluate(metric, y_test, model.predict(active_x, passive_x), test_active.weights)
+        value = evaluate(metric, y_test, model.predict(active_x, passive_x), test_active.weights,
+                         huber_slope=params.huber_slope)
     model.active.id_column = args.id_column or (GIVE_ME_SOME_CREDIT_ID if args.data is None and not args.active_data else None)
     written = model.save(args.model_dir)
     remove_checkpoints(checkpoints, len(model.passives))

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..config import BoostParams
 from ..errors import ConfigError
-from ..metrics import HIGHER_IS_BETTER, evaluate
+from ..metrics import evaluate, higher_is_better
 from .gradients import EncodedGradients
 from .grower import SplitFinder, TreeGrower
 from .loss import Objective
@@ -98,9 +98,9 @@ class BoostState:
 
     @classmethod
     def start(cls, objective: str, base_margin: np.ndarray, n_rows: int, random_state: int,
-              classes: list | None, n_valid: int | None) -> "BoostState":
+              classes: list | None, n_valid: int | None, objective_params: dict | None = None) -> "BoostState":
         return cls(
-            ensemble=Ensemble(objective, base_margin, classes=classes),
+            ensemble=Ensemble(objective, base_margin, classes=classes, objective_params=dict(objective_params or {})),
             margin=np.tile(base_margin, (n_rows, 1)),
             rng_state=np.random.default_rng(random_state).bit_generator.state,
             valid_margin=None if n_valid is None else np.tile(base_margin, (n_valid, 1)),
@@ -159,7 +159,7 @@ class Booster:
         if state is None:
             state = BoostState.start(objective.name, objective.base_margin(labels, weight), n_rows,
                                      params.random_state, classes,
-                                     None if validation is None else validation.labels.size)
+                                     None if validation is None else validation.labels.size, objective.params)
         else:
             state.check_fits(n_rows, n_out, None if validation is None else validation.labels.size)
         self.state = state
@@ -168,7 +168,7 @@ class Booster:
         rng.bit_generator.state = state.rng_state
         metrics = params.metrics_for(objective.name)
         watched = metrics[-1]
-        higher_better = HIGHER_IS_BETTER[watched]
+        higher_better = higher_is_better(watched)
         stopped = False
 
         for round_index in range(state.next_round, params.n_trees):
@@ -213,7 +213,8 @@ class Booster:
                 prediction = objective.predict(state.valid_margin)
                 for name in metrics:
                     state.evals.setdefault(name, []).append(
-                        evaluate(name, validation.labels, prediction, validation.weight))
+                        evaluate(name, validation.labels, prediction, validation.weight,
+                                 huber_slope=params.huber_slope))
                 value = state.evals[watched][-1]
                 self.on_tree(
                     TreeProgress(

@@ -107,7 +107,7 @@ def train_central(
         names = list(feature_names) if feature_names is not None else [f"f{i}" for i in range(features.shape[1])]
         params.constraints.check_held(set(names))
         constraints = params.constraints.for_party(names)
-    booster = Booster(params, make_objective(objective, n_classes, delta_step=params.delta_step),
+    booster = Booster(params, make_objective(objective, n_classes, **params.objective_options()),
                       CentralFinder(columns, SplitCriteria.from_params(params), party_features, constraints),
                       LocalOracle(columns.owner, features),
                       on_truncate=columns.owner.keep_trees_below)

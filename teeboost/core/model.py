@@ -27,6 +27,9 @@ class Ensemble:
     classes: list[Any] | None = None  # original label values for classifiers
     best_round: int | None = None
     best_score: float | None = None  # the watched validation metric at ``best_round`` (early stopping)
+    # what defines the loss besides its name (tweedie_variance_power, huber_slope): the export and
+    # the held-out metric need it
+    objective_params: dict[str, float] = field(default_factory=dict)
 
     @property
     def n_outputs(self) -> int:
@@ -34,7 +37,8 @@ class Ensemble:
 
     @property
     def loss(self) -> Objective:
-        return make_objective(self.objective, max(self.n_outputs, 2))  # predicting: delta_step is moot
+        # predicting: delta_step is moot
+        return make_objective(self.objective, max(self.n_outputs, 2), **self.objective_params)
 
     def margin(self, n_rows: int, oracle: RoutingOracle) -> np.ndarray:
         rows = np.arange(n_rows)
@@ -55,6 +59,8 @@ class Ensemble:
             "best_round": self.best_round,
             # only when set: a strict model publishes none, and its digest must not change
             **({"best_score": self.best_score} if self.best_score is not None else {}),
+            # only when the loss has any: older models' digests stay as they were
+            **({"objective_params": dict(self.objective_params)} if self.objective_params else {}),
             "trees": [t.to_dict() for t in self.trees],
         }
 
@@ -68,9 +74,13 @@ class Ensemble:
                 classes=data.get("classes"),
                 best_round=data.get("best_round"),
                 best_score=None if data.get("best_score") is None else float(data["best_score"]),
+                objective_params={str(k): float(v) for k, v in (data.get("objective_params") or {}).items()},
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelFileError(f"malformed ensemble: {exc}") from None
+        unknown = set(ensemble.objective_params) - {"tweedie_variance_power", "huber_slope"}
+        if unknown:
+            raise ModelFileError(f"malformed ensemble: unknown objective parameter(s) {', '.join(sorted(unknown))}")
         for index, tree in enumerate(ensemble.trees):
             if not 0 <= tree.output < ensemble.n_outputs:
                 raise ModelFileError(f"tree {index} adds to output {tree.output} of {ensemble.n_outputs}")

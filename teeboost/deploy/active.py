@@ -198,7 +198,7 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
         features = held_out.conform(model.feature_names, model.vocabularies, "the model").features
         prediction = model.ensemble.loss.predict(_margin(config, channel, model, features, "test"))
         value = evaluate(model.ensemble.loss.metric, encode_with_classes(held_out, model.ensemble.classes),
-                         prediction)
+                         prediction, huber_slope=params.huber_slope)
     model.id_column = config.id_column
     written = save_models(config.model_dir, model, [])
     channel.request_all({p: Finish(config.protocol) for p in channel.parties})

@@ -84,8 +84,8 @@ def _from_class(cls, docs: dict[str, tuple[str, str]], *, kinds: bool = False, s
 
 
 _TRAINING_DOCS = {
-    "objective": ("string", "binary, multiclass, regression or poisson (or XGBoost's names); unset: inferred "
-                            "from the label"),
+    "objective": ("string", "binary, multiclass, regression, poisson, tweedie, gamma or pseudohuber (or XGBoost's "
+                            "names: reg:tweedie, reg:gamma, reg:pseudohubererror, ...); unset: inferred from the label"),
     "n_trees": ("integer", "boosting rounds (XGBoost: n_estimators)"),
     "max_depth": ("integer", "depth of each tree"),
     "learning_rate": ("number", "shrinkage of every tree's leaf weights (XGBoost: eta)"),
@@ -111,6 +111,8 @@ _TRAINING_DOCS = {
                                                  "last; unset: the objective's default"),
     "positive_class": ("string or number", "binary: which label value is class 1 (predictions give its "
                                            "probability); unset: the larger of the two"),
+    "tweedie_variance_power": ("number", "objective tweedie's variance power, in [1, 2) (XGBoost's default 1.5)"),
+    "huber_slope": ("number", "objective pseudohuber's (and the mphe metric's) slope, > 0"),
 }
 
 _PROTOCOL_DOCS = {

@@ -57,7 +57,12 @@ _OBJECTIVES = {
     "regression": {"name": "reg:squarederror", "reg_loss_param": {"scale_pos_weight": "1"}},
     "poisson": {"name": "count:poisson", "poisson_regression_param": {"max_delta_step": "0.699999988"}},
     "multiclass": {"name": "multi:softprob", "softmax_multiclass_param": {"num_class": None}},
+    "tweedie": {"name": "reg:tweedie", "tweedie_regression_param": {"tweedie_variance_power": None}},
+    "gamma": {"name": "reg:gamma", "reg_loss_param": {"scale_pos_weight": "1"}},
+    "pseudohuber": {"name": "reg:pseudohubererror", "pseudo_huber_param": {"huber_slope": None}},
 }
+#: Objectives whose prediction is exp(margin): XGBoost's base_score is then the mean, exp(base margin).
+_LOG_LINK = ("poisson", "tweedie", "gamma")
 
 
 def split_condition(threshold: float) -> float:
@@ -93,6 +98,7 @@ def export_part(party_model: ActiveModel | PassiveModel) -> dict[str, Any]:
             "protocol": party_model.protocol,
             "passive_parties": [{"index": i, "name": n} for i, n in sorted(party_model.passive_parties.items())],
             "objective": ensemble.objective,
+            **({"objective_params": dict(ensemble.objective_params)} if ensemble.objective_params else {}),
             "base_margin": [float(v) for v in ensemble.base_margin],
             "classes": ensemble.classes,
             "trees": [{key: value for key, value in tree.to_dict().items() if key != "n_rows"}
@@ -252,6 +258,11 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     trees, base_score = _fold_base_margin(ensemble)
     if "softmax_multiclass_param" in objective:
         objective["softmax_multiclass_param"] = {"num_class": str(ensemble.n_outputs)}
+    for section in ("tweedie_regression_param", "pseudo_huber_param"):
+        if section in objective:  # the loss's parameter as XGBoost writes a float32
+            (key,) = objective[section]
+            loss_params = ensemble.loss.params
+            objective[section] = {key: f"{np.float32(loss_params[key]):.9g}"}
     n_features = len(names)
     tree_json = [_tree_json(i, tree, parties, n_features) for i, tree in enumerate(trees)]
     outputs = [tree.output for tree in trees]
@@ -302,7 +313,7 @@ def _fold_base_margin(ensemble: Ensemble) -> tuple[list[Tree], float]:
     margin = [float(v) for v in ensemble.base_margin]
     if ensemble.objective == "binary":
         return ensemble.trees, 1.0 / (1.0 + np.exp(-margin[0]))
-    if ensemble.objective == "poisson":
+    if ensemble.objective in _LOG_LINK:
         return ensemble.trees, float(np.exp(margin[0]))
     if ensemble.objective != "multiclass":
         return ensemble.trees, margin[0]

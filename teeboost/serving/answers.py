@@ -25,6 +25,8 @@ def score_is(scorer: Scorer) -> str:
         return "probability of each class"
     if scorer.objective == "poisson":
         return "expected count"
+    if scorer.objective in ("tweedie", "gamma"):
+        return "expected amount"
     return "predicted value"
 
 

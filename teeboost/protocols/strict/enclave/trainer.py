@@ -423,8 +423,11 @@ class StrictTrainer:
         self.params = params
         self.load = load
         self.classes = json.loads(load.classes)
+        if params.objective not in (None, load.objective):
+            raise ProtocolError(f"the host loaded objective {load.objective!r}, "
+                                f"the parameters name {params.objective!r}")
         self.objective = make_objective(load.objective, len(self.classes) if self.classes else 2,
-                                        delta_step=params.delta_step)
+                                        **params.objective_options())
         if self.objective.n_outputs != load.outputs:
             raise ProtocolError("the objective's outputs do not match")
         self.metrics = params.metrics_for(self.objective.name)
