@@ -20,7 +20,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -30,6 +30,7 @@ from sklearn.metrics import accuracy_score, r2_score
 from .compute import ComputeOptions
 from .config import BoostParams, ProtocolOptions, user_stacklevel
 from .core.boosting import TreeProgress
+from .core.constraints import parse_interactions, parse_monotone
 from .data import PartyData
 from .errors import ConfigError, DataError, ModelFileError
 from .federation import FederatedModel, train_local
@@ -82,6 +83,8 @@ class _VerticalBoost(BaseEstimator):
                  eval_metric: str | list[str] | None = None, early_stopping_rounds: int | None = None,
                  random_state: int | None = 0, category_subsets: bool = True, scale_pos_weight: float = 1.0,
                  tweedie_variance_power: float = 1.5, huber_slope: float = 1.0,
+                 monotone_constraints: Mapping[str, int] | Sequence[int] | str | None = None,
+                 interaction_constraints: Sequence[Sequence[str | int]] | str | None = None,
                  allow_simulated_tee: bool = False,
                  options: ProtocolOptions | None = None, transcript: str | Path | None = None,
                  on_tree: Callable[[TreeProgress], None] | None = None, n_trees: int | None = None,
@@ -93,7 +96,10 @@ class _VerticalBoost(BaseEstimator):
         (no hardware isolation) only when asked to. ``n_trees``, ``eta`` and
         ``min_split_gain`` are accepted spellings of ``n_estimators``, ``learning_rate``
         and ``gamma``. ``compute``: where the parties' heavy loops run (``ComputeOptions``,
-        e.g. a Ray cluster; docs/scaling.md). Values are checked when fitting, as
+        e.g. a Ray cluster; docs/scaling.md). ``monotone_constraints`` and
+        ``interaction_constraints`` take XGBoost's forms (a dict by column name, or a tuple in
+        the joined table's column order; lists of column names or positions), over every
+        party's columns (docs/constraints.md). Values are checked when fitting, as
         scikit-learn expects."""
         self.protocol = protocol
         self.parties = parties
@@ -117,6 +123,8 @@ class _VerticalBoost(BaseEstimator):
         self.scale_pos_weight = scale_pos_weight
         self.tweedie_variance_power = tweedie_variance_power
         self.huber_slope = huber_slope
+        self.monotone_constraints = monotone_constraints
+        self.interaction_constraints = interaction_constraints
         self.allow_simulated_tee = allow_simulated_tee
         self.options = options
         self.transcript = transcript
@@ -150,6 +158,19 @@ class _VerticalBoost(BaseEstimator):
             raise ConfigError(f"objective={self.objective!r} is not valid for {type(self).__name__} "
                               f"(use one of {', '.join(self._objectives)})")
         return params
+
+    def _constrained(self, params: BoostParams, X: Any, active, passives) -> BoostParams:
+        """The constraints by column name: positions count in X's column order (a joined
+        table) or the active party's columns then each passive party's."""
+        names = [*active.feature_names, *(f for p in passives for f in p.feature_names)]
+        columns = getattr(X, "columns", None)
+        order = [c for c in map(str, columns) if c in set(names)] if columns is not None else names
+        try:
+            monotone = parse_monotone(self.monotone_constraints, order)
+            interaction = parse_interactions(self.interaction_constraints, order)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return params.replace(monotone_constraints=monotone or None, interaction_constraints=interaction or None)
 
     def _options(self) -> ProtocolOptions:
         options = self.options or ProtocolOptions()
@@ -250,6 +271,7 @@ class _VerticalBoost(BaseEstimator):
             raise ConfigError(f"early_stopping_rounds={params.early_stopping_rounds} needs validation data: "
                               "pass eval_set=[(X_valid, y_valid)]")
         params = params.replace(objective=self._objective_for(active))  # a mismatch surfaces before training
+        params = self._constrained(params, X, active, passives)
         weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         model, run = train_local(active, passives, params, self.protocol, validation=validation,
                                  transcript=self.transcript, on_tree=self.on_tree, options=self._options(),

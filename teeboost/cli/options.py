@@ -8,10 +8,12 @@ done inside the functions that do it.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import ALIGN_MODES, METRICS, OBJECTIVE_ALIASES, OBJECTIVES, BoostParams, ProtocolOptions
+from ..core.constraints import parse_interactions, parse_monotone
 from ..errors import ConfigError, DataError
 from .common import _CONTRACT_PROTOCOLS, DEFAULT_MODEL_DIR
 
@@ -56,6 +58,12 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
                        help="reg:tweedie's variance power in [1, 2): near 1 Poisson-like, near 2 gamma-like")
     train.add_argument("--huber-slope", type=float, default=defaults.huber_slope,
                        help="reg:pseudohubererror's (and the mphe metric's) slope: errors beyond it count linearly")
+    train.add_argument("--monotone-constraints", metavar="COLUMN:DIRECTION,...",
+                       help="columns whose effect may only rise (1) or fall (-1), any party's, e.g. "
+                            "age:1,MonthlyIncome:-1 (XGBoost's monotone_constraints; docs/constraints.md)")
+    train.add_argument("--interaction-constraints", metavar="A,B;C,D",
+                       help="sets of columns allowed to interact along a tree's paths, sets separated by ';' "
+                            '(or XGBoost\'s JSON form [["A","B"],["C","D"]]; docs/constraints.md)')
     train.add_argument("--n-trees", "--n-estimators", dest="n_trees", type=int, default=defaults.n_trees,
                        help="boosting rounds (trees per class for multiclass)")
     train.add_argument("--max-depth", type=int, default=defaults.max_depth, help="deepest split level of a tree")
@@ -204,8 +212,27 @@ def _params(args: argparse.Namespace) -> BoostParams:
         reg_alpha=args.reg_alpha, max_delta_step=args.max_delta_step, colsample_bytree=args.colsample_bytree,
         scale_pos_weight=args.scale_pos_weight, eval_metric=args.eval_metric,
         positive_class=args.positive_class, tweedie_variance_power=args.tweedie_variance_power,
-        huber_slope=args.huber_slope,
+        huber_slope=args.huber_slope, monotone_constraints=_monotone(args.monotone_constraints),
+        interaction_constraints=_interactions(args.interaction_constraints),
     )
+
+
+def _monotone(text: str | None) -> dict[str, int] | None:
+    try:
+        return parse_monotone(text, where="--monotone-constraints") or None
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (give column:direction pairs, e.g. age:1,MonthlyIncome:-1)") from None
+
+
+def _interactions(text: str | None) -> tuple | None:
+    if text is None or not text.strip():
+        return None
+    if not text.strip().startswith("["):  # A,B;C,D
+        text = json.dumps([[n.strip() for n in group.split(",") if n.strip()] for group in text.split(";")])
+    try:
+        return parse_interactions(text, where="--interaction-constraints") or None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _options(args: argparse.Namespace) -> ProtocolOptions:

@@ -113,6 +113,10 @@ _TRAINING_DOCS = {
                                            "probability); unset: the larger of the two"),
     "tweedie_variance_power": ("number", "objective tweedie's variance power, in [1, 2) (XGBoost's default 1.5)"),
     "huber_slope": ("number", "objective pseudohuber's (and the mphe metric's) slope, > 0"),
+    "monotone_constraints": ("table", "column = 1 (the score may only rise with it) or -1 (only fall), for any "
+                                      "party's columns by name; each party resolves its own (docs/constraints.md)"),
+    "interaction_constraints": ("list of lists of strings", "sets of column names allowed to interact along a "
+                                                           "tree's paths, any party's (docs/constraints.md)"),
 }
 
 _PROTOCOL_DOCS = {
