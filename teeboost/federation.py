@@ -355,7 +355,7 @@ def train_active(
             evals_result = {}  # the enclave publishes no validation metric (see TrainingRun)
         else:
             if writer is not None:
-                finder = NotingFinder(finder, writer, objective.n_outputs)
+                finder = NotingFinder(finder, writer, objective.n_outputs, params.constraints.any)
             if saved is not None and saved.sealed_enclave is not None:
                 finder.restore_sealed_state(run_id, saved.sealed_enclave)
 

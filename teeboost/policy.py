@@ -121,6 +121,9 @@ class Policy:
     # the label owner's rule: columns one passive party may bring to a run (made-up columns are
     # how a passive party probes labels: docs/tee-protocols.md, "Crafted columns"); None: any
     max_passive_features: int | None = None
+    # N-TEE, 1-TEE runs with interaction_constraints: the active host names each node's interaction
+    # state, so it can narrow the columns this party's candidates come from (docs/constraints.md)
+    interaction_constraints: bool = False
 
     @property
     def release_bits(self) -> int:
@@ -130,7 +133,7 @@ class Policy:
     @classmethod
     def unrestricted(cls) -> "Policy":
         """One process, one operator: every protocol, no limits."""
-        return cls(protocols=ALL_PROTOCOLS, column_sampling=True, sample_weights=True)
+        return cls(protocols=ALL_PROTOCOLS, column_sampling=True, sample_weights=True, interaction_constraints=True)
 
     @classmethod
     def safe(cls) -> "Policy":
@@ -166,7 +169,8 @@ class Policy:
             raise ConfigError(f"{where}: [policy] output_bits = {limits['output_bits']} must be at most "
                               f"{MAX_OUTPUT_BITS} (a float64's precision); leave it out for full precision")
         k = _positive("min_rows_per_node", table.get("min_rows_per_node", defaults.get("min_rows_per_node", 1)), where)
-        flags = {name: _flag(name, table.get(name, False), where) for name in ("column_sampling", "sample_weights")}
+        flags = {name: _flag(name, table.get(name, False), where)
+                 for name in ("column_sampling", "sample_weights", "interaction_constraints")}
         return cls(protocols=tuple(dict.fromkeys(protocols)), min_rows_per_node=k, **limits, **flags)
 
     def to_dict(self) -> dict[str, Any]:
@@ -219,6 +223,11 @@ class Policy:
             raise PolicyRefused(party, "max_depth", f"the run asks for depth {params.max_depth}; "
                                 f"at most {self.max_depth}")
         self.check_leaf_floor(party, params.min_samples_leaf)
+        if serving and params.interaction_constraints and protocol in ("ntee", "onetee") \
+                and not self.interaction_constraints:
+            raise PolicyRefused(party, "interaction_constraints", f"the {protocol} run has interaction constraints, "
+                                "whose node states the active host names (it could narrow this party's candidate "
+                                "columns); allow it with interaction_constraints = true in [policy], or train strict")
         if serving:
             self.check_column_sampling(party, params.colsample_bytree)
             self.check_weighted(party, params.scale_pos_weight != 1, f"scale_pos_weight = {params.scale_pos_weight}")

@@ -269,3 +269,48 @@ def test_cli_trains_with_constraints(tmp_path, credit_frame):
                             "--monotone-constraints", "age=1", "--model-dir", str(tmp_path / "m2")],
                            capture_output=True, text=True)
     assert wrong.returncode != 0 and "column:direction" in wrong.stderr
+
+
+# ---------------------------------------------------------------- what the active host learns
+
+def test_the_audit_uses_the_constraints_an_ntee_active_host_learns(tmp_path, parties):
+    """N-TEE hides which passive column a split uses, but under constraints its active host
+    learns the column's public direction and interaction sets: the transcript keeps them, and
+    the leakage audit groups and names cuts by them (docs/constraints.md)."""
+    from teeboost.attack.attribution import PublicFeature, public_signatures
+    from teeboost.attack.infer import infer_orders
+    from teeboost.attack.view import read_view
+
+    active, passives = parties
+    passive = list(passives[0].feature_names)
+    params = BoostParams(n_trees=8, max_depth=4, subsample=1.0, max_bin=32, monotone_constraints={"age": 1},
+                         interaction_constraints=[[ACTIVE[0], "age"], [ACTIVE[2], "MonthlyIncome"],
+                                                  [ACTIVE[3], "NumberOfDependents"]])
+    path = tmp_path / "run.tbt"
+    model, _ = train_local(active, passives, params, "ntee", transcript=path, options=SIMULATED)
+    view = read_view(path)
+    owner = model.passives[0].owner
+    truth = public_signatures(params.to_dict(), passive)
+    assert view.splits and all(s.feature == -1 for s in view.splits)  # the column itself stays hidden
+    for split in view.splits:
+        assert split.signature == truth[owner.get(split.record).feature]
+    rng = np.random.default_rng(0)
+    public = [PublicFeature(**{**PublicFeature.from_sample(name, passives[0].features[:, j],
+                                                           int(view.n_value_bins[1][j]), rng=rng).__dict__,
+                               "signature": truth[j]}) for j, name in enumerate(passive)]
+    order = infer_orders(view, 1, public, [0])[0]  # age: the only column with its constraints
+    chosen = {owner.get(view.splits[int(i)].record).feature for i in order.cuts}
+    assert chosen == {0}
+
+
+def test_a_passive_party_refuses_interaction_constraints_unless_its_policy_allows():
+    from teeboost.policy import Policy, PolicyRefused
+
+    params = BoostParams(n_trees=2, interaction_constraints=[["age", "DebtRatio"]])
+    careful = Policy(protocols=("ntee", "onetee", "strict"))
+    for protocol in ("ntee", "onetee"):
+        with pytest.raises(PolicyRefused, match="interaction_constraints = true"):
+            careful.check_params("bureau", protocol, params)
+    careful.check_params("bureau", "strict", params)  # the grower runs in the enclave there
+    careful.check_params("bureau", "ntee", params.replace(interaction_constraints=None))
+    Policy(protocols=("ntee",), interaction_constraints=True).check_params("bureau", "ntee", params)

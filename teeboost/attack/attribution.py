@@ -22,7 +22,7 @@ from scipy.optimize import linear_sum_assignment
 from ..core.binning import fit_bins
 from .ranking import CutRanking
 
-__all__ = ["PublicFeature", "largest_atom", "expected_edges", "group_traits", "mismatch", "attribute"]
+__all__ = ["PublicFeature", "public_signatures", "largest_atom", "expected_edges", "group_traits", "mismatch", "attribute"]
 
 #: Groups with fewer cuts carry too little to be told apart; they stay unattributed.
 MIN_GROUP_CUTS = 5
@@ -38,6 +38,8 @@ class PublicFeature:
     missing_share: float
     integer: bool
     n_value_bins: int  # from the handshake, not an assumption
+    # under constraints: its public (monotone direction, interaction-set mask), from the run's parameters
+    signature: tuple[int, int] | None = None
 
     @classmethod
     def from_sample(cls, name: str, sample: np.ndarray, n_value_bins: int, *, noise: float = 0.0,
@@ -47,6 +49,18 @@ class PublicFeature:
         present = sample[~np.isnan(sample)]
         return cls(name, approximate_deciles(sample, noise=noise, rng=rng), float(np.isnan(sample).mean()),
                    bool(present.size and np.all(np.mod(present, 1) == 0)), int(n_value_bins))
+
+
+def public_signatures(params: dict, names: list[str]) -> list:
+    """Each column's public (monotone direction, interaction-set mask) under the run's
+    constraints (the recorded parameters); None for every column of a run without any."""
+    from ..config import BoostParams
+
+    constraints = BoostParams(**params).constraints if params else None
+    if constraints is None or not constraints.any:
+        return [None] * len(names)
+    mine = constraints.for_party(names)
+    return [(int(d), int(m)) for d, m in zip(mine.directions, mine.membership)]
 
 
 def largest_atom(feature: PublicFeature) -> float:
@@ -100,8 +114,10 @@ def mismatch(ranking: CutRanking, feature: PublicFeature, edges_at: np.ndarray |
 
 
 def attribute(rankings: list[CutRanking], sizes: list[int], features: list[PublicFeature],
-              max_bin: int) -> dict[int, int]:
-    """feature position -> group position, for the groups the assignment gives a column."""
+              max_bin: int, signatures: list | None = None) -> dict[int, int]:
+    """feature position -> group position, for the groups the assignment gives a column. A
+    group whose cuts' constraints were seen (``signatures``) goes only to a column with the
+    same public constraints."""
     # the largest groups, one per column at most: a big group left unnamed would otherwise cost
     # nothing, and splinters would win columns by fitting loosely
     ranked = sorted((i for i, size in enumerate(sizes) if size >= MIN_GROUP_CUTS), key=lambda i: -sizes[i])
@@ -110,5 +126,14 @@ def attribute(rankings: list[CutRanking], sizes: list[int], features: list[Publi
         return {}
     edges = [expected_edges(f, max_bin) for f in features]
     cost = np.array([[mismatch(rankings[i], f, e) for f, e in zip(features, edges)] for i in candidates])
+    if signatures is not None:
+        for row, i in enumerate(candidates):
+            for column, feature in enumerate(features):
+                if signatures[i] is not None and feature.signature is not None and signatures[i] != feature.signature:
+                    cost[row, column] = _EXCLUDED
     groups, columns = linear_sum_assignment(cost)
-    return {int(f): candidates[int(g)] for g, f in zip(groups, columns)}
+    return {int(f): candidates[int(g)] for g, f in zip(groups, columns) if cost[g, f] < _EXCLUDED}
+
+
+#: The cost of matching a group to a column whose public constraints differ from its cuts'.
+_EXCLUDED = 1e12

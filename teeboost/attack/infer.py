@@ -63,6 +63,23 @@ def _extreme_tie(ranking: CutRanking) -> bool:
     return int(counts.argmax()) in (0, values.size - 1) and counts.max() > 0.05 * placed.sum()
 
 
+def _signature(view: ActiveView, cuts, group: np.ndarray):
+    """The public constraints the cuts of a group were seen with (None: not seen, or mixed)."""
+    seen = {view.splits[int(i)].signature for i in cuts.index[group]}
+    return seen.pop() if len(seen) == 1 else None
+
+
+def _by_signature(view: ActiveView, cuts, groups: list[np.ndarray]) -> list[np.ndarray]:
+    """Cuts seen with different public constraints are on different columns: a group mixing
+    them is split by them (what constraints let an N-TEE or 1-TEE active host tell apart)."""
+    out = []
+    for group in groups:
+        signatures = [view.splits[int(i)].signature for i in cuts.index[group]]
+        for signature in dict.fromkeys(signatures):
+            out.append(group[[s == signature for s in signatures]])
+    return out
+
+
 def _join_split_features(cuts, groups: list[np.ndarray], rankings: list[CutRanking]):
     """Cuts on one column with missing values can form two groups, one per default side: the
     missing rows cross every pair between them. Two groups are joined when one ranking of both,
@@ -133,12 +150,13 @@ def infer_orders(view: ActiveView, party: int, public: list[PublicFeature], targ
         mapping = {f: i for i, f in enumerate(seen)}
         source = "revealed cuts"
     else:
-        group_list = cluster_cuts(cuts)
+        group_list = _by_signature(view, cuts, cluster_cuts(cuts))
         source = "grouped cuts"
     rankings = [rank_rows(cuts.subset(g)) for g in group_list]
     if not revealed:
         group_list, rankings = _join_split_features(cuts, group_list, rankings)
-        mapping = attribute(rankings, [g.size for g in group_list], public, view.max_bin)
+        mapping = attribute(rankings, [g.size for g in group_list], public, view.max_bin,
+                            [_signature(view, cuts, g) for g in group_list])
         if known:
             mapping = _attribute_by_known(rankings, [g.size for g in group_list], known, mapping)
     for feature in targets:

@@ -13,7 +13,7 @@ and rows that truly have no value are reported apart (how many the attack flagge
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from ..errors import DataError
 from ..federation import train_local
 from ..metrics import spearman
 from ..row_matching import align_parties
-from .attribution import PublicFeature
+from .attribution import PublicFeature, public_signatures
 from .guessing import METHODS, accuracy_by_tolerance, guess
 from .infer import InferredOrder, infer_held_orders, infer_orders
 from .labels import label_attack, read_passive_view
@@ -197,9 +197,11 @@ def run_attack(active: PartyData, passives: list[PartyData], targets: list[Attac
         if n_bins is None:
             raise DataError(f"{transcript}: no handshake with passive party {index}")
         public[index] = []
+        signatures = public_signatures(view.params, list(party.feature_names))
         for j, name in enumerate(party.feature_names):
             sample = aux[name] if aux and name in aux else party.features[held_rows, j]
-            public[index].append(PublicFeature.from_sample(name, sample, int(n_bins[j]), noise=aux_noise, rng=rng))
+            public[index].append(replace(PublicFeature.from_sample(name, sample, int(n_bins[j]), noise=aux_noise,
+                                                                   rng=rng), signature=signatures[j]))
 
     # side knowledge the attack may be granted (--known-values): a few rows' true values
     known: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from teeboost.protocols.messages import GradientsNote, HelloReply, HistogramNote, NodeRowsNote, RouteReply, RouteRequest, RunNote
+from teeboost.protocols.messages import ConstraintNote, GradientsNote, HelloReply, HistogramNote, NodeRowsNote, RouteReply, RouteRequest, RunNote
 from teeboost.protocols import registry as _registry  # noqa: F401  (registers every message type)
 from teeboost.protocols.onetee.hosts import SealedSplitRequest
 from teeboost.protocols.enclave.partition import SplitReply, SplitRequest, bits_to_subsets, decode_row_sets
@@ -57,6 +57,8 @@ class PassiveSplit:
     held_left: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # held-out rows
     categorical: bool = False  # ``bin`` is then the mask of the category bins sent left
     held_right: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    # under constraints: the column's public (monotone direction, interaction-set mask), as learned
+    signature: tuple[int, int] | None = None
 
     def add_held(self, rows: np.ndarray, go_left: np.ndarray) -> None:
         self.held_left = np.union1d(self.held_left, rows[go_left])
@@ -86,6 +88,7 @@ def read_view(path: str | Path) -> ActiveView:
     pending: dict[int, object] = {}
     routing: dict[int, RouteRequest] = {}
     by_record: dict[tuple[int, int], PassiveSplit] = {}
+    by_node: dict[tuple[int, int, int], PassiveSplit] = {}  # (tree, party, node)
     bins: dict[int, np.ndarray] = {}
     categorical: dict[int, np.ndarray] = {}
     for record in read_transcript(path):
@@ -128,6 +131,12 @@ def read_view(path: str | Path) -> ActiveView:
                     categorical=_is_categorical(categorical.get(record.peer), feature))
                 view.splits.append(split)
                 by_record[(record.peer, split.record)] = split
+                by_node[(split.tree, split.party, split.node)] = split
+        elif record.kind == NOTE and isinstance(msg, ConstraintNote):
+            for node, party, direction, membership in zip(msg.nodes, msg.parties, msg.directions, msg.memberships):
+                split = by_node.get((msg.tree, int(party), int(node)))
+                if split is not None:
+                    split.signature = (int(direction), int(membership))
         elif record.kind == SENT and isinstance(msg, RouteRequest) and msg.dataset in (TRAIN_DATASET, HELD_DATASET):
             routing[record.peer] = msg
             if msg.dataset == HELD_DATASET:

@@ -160,6 +160,8 @@ _POLICY_DOCS = {
     "max_psi_ids_per_day": ("integer or \"none\"", "ids the active party submits to alignment in any 24 hours"),
     "max_prediction_rows_per_day": ("integer or \"none\"", "rows scored in any 24 hours"),
     "column_sampling": ("boolean", "allow colsample_bytree < 1 (lets the active party aim a tree at one column)"),
+    "interaction_constraints": ("boolean", "allow N-TEE and 1-TEE runs with interaction constraints (their active "
+                                           "host names each node's interaction state; docs/constraints.md)"),
     "sample_weights": ("boolean", "allow weighted rows (weights of 0 defeat min_rows_per_node)"),
     "max_outputs": ("integer or \"none\"", "outputs per model (classes of a multiclass model)"),
     "output_bits": ("integer or \"none\"", "strict: bits each released output is quantized to (at most 52)"),

@@ -17,7 +17,7 @@ from ..errors import ProtocolError
 from teeboost.protocols.enclave.partition import encode_row_sets
 from ..transport.base import Channel
 from ..transport.transcript import TranscriptWriter
-from teeboost.protocols.messages import DiscardTrees, ModelDone, GradientsNote, Hello, HelloReply, NodeRowsNote, RouteRequest, TreeNote
+from teeboost.protocols.messages import ConstraintNote, DiscardTrees, ModelDone, GradientsNote, Hello, HelloReply, NodeRowsNote, RouteRequest, TreeNote
 
 __all__ = ["FederatedOracle", "handshake", "discard_trees", "NotingFinder", "note_trees", "ensemble_digest",
            "announce_model"]
@@ -101,10 +101,12 @@ class FederatedOracle(RoutingOracle):
 class NotingFinder(SplitFinder):
     """Wraps a protocol's finder and notes the active party's own gradients per tree."""
 
-    def __init__(self, inner: SplitFinder, transcript: TranscriptWriter, outputs_per_round: int) -> None:
+    def __init__(self, inner: SplitFinder, transcript: TranscriptWriter, outputs_per_round: int,
+                 constrained: bool = False) -> None:
         self.inner = inner
         self.transcript = transcript
         self.outputs = outputs_per_round
+        self.constrained = constrained  # note what the passive winners' columns' constraints said
 
     def begin_tree(self, tree_index, rows, gradients):
         self._tree = tree_index
@@ -120,7 +122,15 @@ class NotingFinder(SplitFinder):
         return self.inner.find_splits(nodes, node_rows, limits)
 
     def apply_splits(self, splits, children):
-        return self.inner.apply_splits(splits, children)
+        applied = self.inner.apply_splits(splits, children)
+        passive = [i for i, s in enumerate(splits) if s.party > 0]
+        if self.constrained and passive:
+            self.transcript.note(ConstraintNote(
+                self._tree, np.array([splits[i].node_id for i in passive], dtype=np.int32),
+                np.array([splits[i].party for i in passive], dtype=np.int32),
+                np.array([applied[i].direction for i in passive], dtype=np.int8),
+                np.array([applied[i].membership for i in passive], dtype=np.int64)))
+        return applied
 
     def end_tree(self):
         self.inner.end_tree()

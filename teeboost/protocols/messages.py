@@ -12,7 +12,7 @@ from teeboost.transport.serde import array_field, message
 __all__ = [
     "ModelDone",
     "Hello", "HelloReply", "RouteRequest", "RouteReply", "DiscardTrees", "Ack", "SaveCheckpoint", "ResumeFrom",
-    "GradientsNote", "TreeNote", "RunNote", "HistogramNote", "NodeRowsNote",
+    "GradientsNote", "TreeNote", "RunNote", "HistogramNote", "NodeRowsNote", "ConstraintNote",
 ]
 
 
@@ -154,6 +154,20 @@ class HistogramNote:
     party: int
     nodes: np.ndarray = array_field("int32", 1)
     sums: np.ndarray = array_field("int64", 4)
+
+
+@message
+@dataclass(frozen=True)
+class ConstraintNote:
+    """Transcript note: under constraints, the public monotone direction and interaction-set
+    mask of each passive party's winning column at one level, as the active host learned them
+    (in N-TEE and 1-TEE they are all it learns of that column; the leakage audit uses them)."""
+
+    tree: int
+    nodes: np.ndarray = array_field("int32", 1)
+    parties: np.ndarray = array_field("int32", 1)
+    directions: np.ndarray = array_field("int8", 1)
+    memberships: np.ndarray = array_field("int64", 1)
 
 
 @message
