@@ -314,3 +314,17 @@ def test_a_passive_party_refuses_interaction_constraints_unless_its_policy_allow
     careful.check_params("bureau", "strict", params)  # the grower runs in the enclave there
     careful.check_params("bureau", "ntee", params.replace(interaction_constraints=None))
     Policy(protocols=("ntee",), interaction_constraints=True).check_params("bureau", "ntee", params)
+
+
+def test_the_xgboost_export_carries_the_constraints_effect(parties, reference):
+    """XGBoost loads the exported trees and predicts what federated prediction predicts: the
+    constraints live in the trees (XGBoost keeps no training parameter in a model file)."""
+    from teeboost.export import export_part, merge_parts
+
+    from . import trained_models as tm
+
+    active, passives = parties
+    booster = tm.load_booster(merge_parts([export_part(p) for p in [reference.active, *reference.passives]]))
+    joined = np.hstack([active.features, passives[0].features])
+    theirs = booster.predict(tm.joined_matrix(booster, joined)).astype(np.float64)
+    assert np.abs(theirs - reference.predict(active.features, [p.features for p in passives])).max() <= 1e-6

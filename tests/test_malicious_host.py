@@ -346,10 +346,10 @@ def test_host_cannot_ask_about_nodes_outside_the_tree(monkeypatch, small_credit,
     cls = ntee.NteeActive if protocol == "ntee" else onetee.OneTeeActive
     original = cls.find_splits
 
-    def find_splits(self, nodes, node_rows):
+    def find_splits(self, nodes, node_rows, limits=None):
         if nodes != [0]:
             nodes = [0]
-        return original(self, nodes, node_rows)
+        return original(self, nodes, node_rows, limits)
 
     monkeypatch.setattr(cls, "find_splits", find_splits)
     active, passives = small_credit
@@ -559,7 +559,7 @@ def test_onetee_records_to_passive_parties_cannot_be_swapped(monkeypatch, credit
     active, halves = _two_passive_parties(credit_parties)
     original = onetee.OneTeeActive._find_summed_in_enclave
 
-    def swap(self, nodes, node_rows):
+    def swap(self, nodes, node_rows, limits=None):
         real_request_all = self.channel.request_all
 
         def swapped(requests):
@@ -569,7 +569,7 @@ def test_onetee_records_to_passive_parties_cannot_be_swapped(monkeypatch, credit
 
         self.channel.request_all = swapped
         try:
-            return original(self, nodes, node_rows)
+            return original(self, nodes, node_rows, limits)
         finally:
             self.channel.request_all = real_request_all
 
@@ -583,7 +583,7 @@ def test_reordered_and_swapped_sealed_records_are_refused(monkeypatch, credit_pa
     active, halves = _two_passive_parties(credit_parties)
     original = onetee.OneTeeActive.find_splits
 
-    def swap(self, nodes, node_rows):
+    def swap(self, nodes, node_rows, limits=None):
         real_unpack = em.pack_records
 
         def swapped(records):
@@ -593,7 +593,7 @@ def test_reordered_and_swapped_sealed_records_are_refused(monkeypatch, credit_pa
 
         monkeypatch.setattr(onetee.em, "pack_records", swapped)
         try:
-            return original(self, nodes, node_rows)
+            return original(self, nodes, node_rows, limits)
         finally:
             monkeypatch.setattr(onetee.em, "pack_records", real_unpack)
 
@@ -774,7 +774,7 @@ def test_onetee_enclave_computes_nothing_the_passive_parties_did_not_acknowledge
 
     monkeypatch.setattr(inmemory, "answer_frame", count)
 
-    def attack(self, nodes, node_rows):
+    def attack(self, nodes, node_rows, limits=None):
         seen["enclave"], frames = self.enclave, seen["frames"]
         rows = np.flatnonzero(self._gradients.h)
         empty = np.empty(0, dtype=np.int32)
