@@ -14,12 +14,12 @@ import json
 
 import numpy as np
 
-from teeboost.core.constraints import PartyConstraints
+from teeboost.core.constraints import ALL_SETS, PartyConstraints, child_bounds, child_sets
 from teeboost.core.split import NodeBest
 from teeboost.errors import ProtocolError
 
 __all__ = ["limits_fields", "own_directions", "won_constraints", "scoring_limits", "winner_constraints",
-           "party_constraints_of", "PositionPaths"]
+           "party_constraints_of", "PositionPaths", "CheckedLimits"]
 
 
 def limits_fields(limits, nodes) -> dict:
@@ -50,9 +50,11 @@ def scoring_limits(constraints: PartyConstraints | None, own_paths: list, bounds
                    sets: np.ndarray) -> dict:
     """``best_splits`` keywords for a party's own candidates inside an enclave: per node (or
     strict position) its bounds, interaction sets and this party's own columns on its path."""
-    if constraints is None or (bounds.size == 0 and sets.size == 0):
+    if constraints is None:
         return {}
     n = len(own_paths)
+    if bounds.size == 0 and sets.size == 0:
+        raise ProtocolError("a level came without its nodes' bounds and interaction sets, and the run has constraints")
     if bounds.shape != (n, 2) or sets.shape != (n,) or np.any(np.isnan(bounds)) or np.any(bounds[:, 0] > bounds[:, 1]):
         raise ProtocolError("node bounds or interaction sets do not match the level's nodes")
     return {"directions": constraints.directions, "bounds": bounds, "allowed": constraints.allowed(sets, own_paths)}
@@ -96,3 +98,70 @@ def winner_constraints(constraints: PartyConstraints | None, bests: list[NodeBes
         return {}
     return {"directions": np.array([constraints.directions[b.feature] if b.valid else 0 for b in bests], np.int8),
             "memberships": np.array([constraints.membership[b.feature] if b.valid else 0 for b in bests], np.int64)}
+
+
+class CheckedLimits:
+    """Inside the active enclave (N-TEE, 1-TEE): the node bounds and interaction sets the
+    host's grower names for a level, held to what the tree the enclave chose implies. The root
+    is unbounded with every set; a child of a split a passive party won has exactly its
+    parent's sets narrowed by the winning column's and the bounds its parent's split gives
+    (computed here from the children's totals); a child of the host's own split may only be
+    narrowed (the host names its own column's sets: as an honest split on a column in no set
+    would, it can leave only the path's columns, docs/constraints.md)."""
+
+    def __init__(self, criteria, n_sets: int) -> None:
+        self.criteria = criteria
+        self.constrained = criteria.constraints != 0
+        self.n_sets = n_sets
+        self._of: dict[int, tuple[float, float, int]] = {}
+        self._parent: dict[int, int] = {}
+        self._classes: dict[int, tuple[int, int | None]] = {}  # split node -> (direction, membership or None)
+
+    def split(self, node: int, left: int, right: int) -> None:
+        self._parent[left] = self._parent[right] = node
+
+    def note_classes(self, classes: dict[int, tuple[int, int | None]]) -> None:
+        """Chosen nodes' winning columns: (direction, membership), None for the host's own."""
+        self._classes.update(classes)
+
+    def check_level(self, nodes: list[int], bounds: np.ndarray, sets: np.ndarray, totals, codec) -> None:
+        n = len(nodes)
+        if not self.constrained:
+            if bounds.size or sets.size:
+                raise ProtocolError("the active host sent node bounds or interaction sets for a run without constraints")
+            return
+        if bounds.shape != (n, 2) or sets.shape != (n,):
+            raise ProtocolError("the active host sent a level without its nodes' bounds and interaction sets "
+                                "(the run has constraints)")
+        for i, node in enumerate(nodes):
+            given = (float(bounds[i, 0]), float(bounds[i, 1]), int(sets[i]))
+            expected = self._expected(int(node), totals, codec)
+            lower, upper, mask = given
+            ok = lower <= upper and lower < np.inf and upper > -np.inf
+            if expected is not None:
+                ok = ok and (lower, upper) == expected[:2]
+                ok = ok and (mask == expected[2] if expected[3] else
+                             0 <= mask and (expected[2] == ALL_SETS or mask & ~expected[2] == 0))
+            ok = ok and (mask == ALL_SETS or 0 <= mask < (1 << self.n_sets))
+            if not ok:
+                raise ProtocolError(f"the active host named node {int(node)}'s bounds or interaction sets other than "
+                                    "the tree implies")
+            self._of[int(node)] = given
+
+    def _expected(self, node: int, totals, codec):
+        """(lower, upper, sets, sets exact?) a node must carry; the root's are fixed."""
+        if node == 0:
+            return -np.inf, np.inf, ALL_SETS, True
+        parent = self._parent.get(node)
+        if parent is None or parent not in self._of or parent not in self._classes:
+            raise ProtocolError(f"node {node} has no split parent this enclave chose")
+        lower, upper, parent_sets = self._of[parent]
+        direction, membership = self._classes[parent]
+        left, right = sorted(k for k, p in self._parent.items() if p == parent)
+        weights = [float(self.criteria.weight(float(codec.decode(int(totals(c)[0]))),
+                                              float(codec.decode(int(totals(c)[1]))), lower, upper))
+                   for c in (left, right)]
+        bounds = child_bounds(lower, upper, int(direction), *weights)[0 if node == left else 1]
+        if membership is None:
+            return bounds[0], bounds[1], parent_sets, False
+        return bounds[0], bounds[1], child_sets(parent_sets, membership), True

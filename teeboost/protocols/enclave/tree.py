@@ -136,6 +136,7 @@ class CheckedTree:
         self._open = {0}  # nodes this level may ask about
         self._level: list[int] = []
         self._bounds: np.ndarray | None = None  # (level nodes, 2) weight bounds, under monotone constraints
+        self.limits = None  # CheckedLimits: the host's node bounds and sets, held to this tree (constraints)
         # node -> (winner, left sums it promised, partition digest of its left set or None for the host's own,
         #          the (left, right) ids its children get)
         self._chosen: dict[int, tuple[int, np.ndarray, bytes | None, tuple[int, int]]] = {}
@@ -162,7 +163,8 @@ class CheckedTree:
         return self._totals[node]
 
     def begin_level(self, tree: int, nodes: np.ndarray, split_nodes: np.ndarray, split_lefts: np.ndarray,
-                    split_rights: np.ndarray, split_bits: np.ndarray, bounds: np.ndarray | None = None) -> list[int]:
+                    split_rights: np.ndarray, split_bits: np.ndarray, bounds: np.ndarray | None = None,
+                    sets: np.ndarray | None = None) -> list[int]:
         """Accept last level's partitions (checked) and this level's node list (with each
         node's weight bounds under monotone constraints: the host's grower keeps them, as it
         keeps the gradients they follow from)."""
@@ -192,6 +194,8 @@ class CheckedTree:
             sums.append(actual)
         for node, left_id, right_id, went_left, left_sums in zip(split_nodes, split_lefts, split_rights, masks, sums):
             self._store.split(int(node), int(left_id), int(right_id), went_left)
+            if self.limits is not None:
+                self.limits.split(int(node), int(left_id), int(right_id))
             self._totals[int(left_id)] = left_sums
             self._totals[int(right_id)] = self._totals[int(node)] - left_sums
         self._used.update(ids)
@@ -204,10 +208,13 @@ class CheckedTree:
         self._open = set()
         self._level = level
         self._bounds = None
-        if bounds is not None and np.asarray(bounds).size:
-            bounds = np.asarray(bounds, dtype=np.float64)
-            if bounds.shape != (len(level), 2) or np.any(np.isnan(bounds)) or np.any(bounds[:, 0] > bounds[:, 1]):
-                raise ProtocolError("weight bounds do not match this level's nodes")
+        bounds = np.zeros((0, 2)) if bounds is None else np.asarray(bounds, dtype=np.float64)
+        sets = np.zeros(0, dtype=np.int64) if sets is None else np.asarray(sets, dtype=np.int64)
+        if self.limits is not None:
+            self.limits.check_level(level, bounds, sets, self.totals, self.codec)
+        elif bounds.size or sets.size:
+            raise ProtocolError("node bounds or interaction sets for a run without constraints")
+        if bounds.size:
             self._bounds = bounds
         return level
 

@@ -27,7 +27,7 @@ from teeboost.protocols.enclave.handshake import ecall_confirm, ecall_finish_ini
 from teeboost.protocols.enclave.handshake import expect as _expect
 from teeboost.protocols.enclave.handshake import role as _role
 from teeboost.protocols.enclave.session import session
-from teeboost.protocols.enclave.limits import party_constraints_of, scoring_limits, winner_constraints
+from teeboost.protocols.enclave.limits import CheckedLimits, party_constraints_of, scoring_limits, winner_constraints
 from teeboost.protocols.enclave.tree import CheckedTree
 from teeboost.protocols.enclave.partition import HistogramRequest, apply_announcements, bit_chunks, decode_row_sets, masks_to_bits
 from teeboost.transport import serde
@@ -54,6 +54,8 @@ def ecall_gradients(rt, payload):
     msg = _expect(payload, m.TreeGradients)
     rt.state["tree"] = None  # the last tree's arrays go before this one's arrive
     rt.state["tree"] = CheckedTree.from_message(msg, current.criteria, with_rows=False)  # only g, h per node
+    if current.constraints.any:
+        rt.state["tree"].limits = CheckedLimits(current.criteria, len(current.constraints.interaction))
     # the passive enclaves get the very bytes this tree was built from, sealed
     return m.record_parts({p: current.channel(p).seal(payload) for p in current.peers})
 
@@ -74,7 +76,7 @@ def ecall_level(rt, payload):
     owners = dict(rt.state.get("owners", {}))
     sizes = [tree.size(int(node)) for node in msg.split_nodes]
     tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits,
-                     msg.bounds)
+                     msg.bounds, msg.sets)
     chunks = bit_chunks(sizes, msg.split_bits)  # each partition's bits, checked by begin_level
     frames = {}
     for party in current.peers:
@@ -120,6 +122,10 @@ def ecall_choose(rt, payload):
     parties, gains = tree.choose(candidates)
     chosen_handles = np.array([handles.get((int(p), i), 0) for i, p in enumerate(parties)], dtype=np.uint64)
     rt.state["owners"] = {tree.level[i]: int(p) for i, p in enumerate(parties) if p >= 0}
+    if tree.limits is not None:
+        own_directions = msg.own_directions if msg.own_directions.size else np.zeros(n, dtype=np.int8)
+        tree.limits.note_classes({tree.level[i]: constrained.get((int(p), i), (0, 0)) if p > 0
+                                  else (int(own_directions[i]), None) for i, p in enumerate(parties) if p >= 0})
     if not constrained:
         return serde.encode(m.Chosen(parties, chosen_handles, gains))
     won = [constrained.get((int(p), i), (0, 0)) for i, p in enumerate(parties)]

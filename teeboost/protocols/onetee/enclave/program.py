@@ -42,7 +42,7 @@ from teeboost.core.split import (MAX_CATEGORY_BINS, NodeBest, best_splits, bins_
 from teeboost.errors import ProtocolError
 from teeboost.protocols.enclave import messages as m
 from teeboost.protocols.enclave.session import session, start_session
-from teeboost.protocols.enclave.limits import party_constraints_of, scoring_limits
+from teeboost.protocols.enclave.limits import CheckedLimits, party_constraints_of, scoring_limits
 from teeboost.protocols.enclave.tree import CheckedTree
 from teeboost.protocols.enclave.partition import HistogramRequest, bit_chunks, encode_row_sets
 from teeboost.protocols.onetee.enclave.ring import ring_bincount
@@ -240,6 +240,8 @@ def _new_tree(rt, payload, mode):
     for builder in rt.state["builders"].values():
         builder.end_tree()
     tree = CheckedTree.from_message(msg, current.criteria)
+    if current.constraints.any:
+        tree.limits = CheckedLimits(current.criteria, len(current.constraints.interaction))
     rt.state["tree"] = tree
     return current, tree
 
@@ -320,11 +322,18 @@ def _track_winners(rt, tree, nodes, parties, bests) -> dict:
     if not rt.state["constrained"]:
         return {}
     directions, memberships = np.zeros(len(nodes), np.int8), np.zeros(len(nodes), np.int64)
+    own = rt.state.get("own_directions")
+    classes = {}
     for i, party in enumerate(parties):
         if party > 0:
             feature = bests[int(party)][i].feature
             directions[i] = rt.state["constrained"][int(party)].directions[feature]
             memberships[i] = rt.state["constrained"][int(party)].membership[feature]
+            classes[nodes[i]] = (int(directions[i]), int(memberships[i]))
+        elif party == 0:
+            classes[nodes[i]] = (int(own[i]) if own is not None and own.size else 0, None)
+    if tree.limits is not None:
+        tree.limits.note_classes(classes)
     return {"directions": directions, "memberships": memberships}
 
 
@@ -370,7 +379,7 @@ def ecall_level(rt, payload):
     owners = rt.state["owners"]
     sizes = [tree.size(int(node)) for node in msg.split_nodes]
     nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits,
-                             msg.bounds)
+                             msg.bounds, msg.sets)
     _set_level_limits(rt, nodes, msg.bounds, msg.sets)
     chunks = bit_chunks(sizes, msg.split_bits)  # each partition's bits, checked by begin_level
     records, hists = {}, {}
@@ -394,6 +403,7 @@ def ecall_choose_own(rt, payload):
         raise ProtocolError("own splits for a level the enclave has not summed")
     nodes = tree.level
     own = tree.own_candidates(msg.own_valid, msg.own_left, msg.own_directions)
+    rt.state["own_directions"] = msg.own_directions
     candidates = [[(0, best, msg.own_left[i], None)] for i, best in enumerate(own)]
     bests = {party: _passive_candidates(rt, party, nodes, hist, candidates) for party, hist in sorted(hists.items())}
     return _release(rt, tree, nodes, candidates, bests)
@@ -500,9 +510,10 @@ def ecall_choose(rt, payload):
     _count_level(rt)
     width = current.max_bin + 1
     nodes = tree.begin_level(msg.tree, msg.nodes, msg.split_nodes, msg.split_lefts, msg.split_rights, msg.split_bits,
-                             msg.bounds)
+                             msg.bounds, msg.sets)
     _set_level_limits(rt, nodes, msg.bounds, msg.sets)
     own = tree.own_candidates(msg.own_valid, msg.own_left, msg.own_directions)
+    rt.state["own_directions"] = msg.own_directions
     candidates = [[(0, best, msg.own_left[i], None)] for i, best in enumerate(own)]
     records = m.unpack_records(msg.records.tobytes())
     if sorted(records) != current.peers:
