@@ -202,7 +202,7 @@ def test_attack_refuses_a_non_passive_target(tmp_path, capsys):
 
 def test_a_sweep_resumes_from_its_transcripts_and_refuses_other_parameters(tmp_path, capsys):
     out = tmp_path / "sweep"
-    base = ["attack", "--protocol", "plain", "--target", "age:2", "--n-trees", "2", "--out", str(out), "--json"]
+    base = ["attack", *SMALL_FLAGS, "--protocol", "plain", "--target", "age:2", "--n-trees", "2", "--out", str(out), "--json"]
     assert main(base) == 0
     first = json.loads(capsys.readouterr().out)["reports"][0]
     assert main(base + ["--reuse-transcripts"]) == 0
