@@ -61,10 +61,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
         return run_demo(args.workdir, as_json=args.json)
     from teeboost.protocols.registry import PROTOCOLS
+    from ..param_defaults import DEMO_SETTINGS_TEXT
     from .options import _demo_defaults
     from .train import _run_training
-
-    from ..param_defaults import DEMO_SETTINGS_TEXT
 
     print("teeboost demo: Give Me Some Credit sample (bundled), one active and one passive party, "
           f"in-memory federation; {DEMO_SETTINGS_TEXT}", file=sys.stderr)
