@@ -30,7 +30,6 @@ from teeboost.policy import SAFE_DEFAULTS, Policy
 from teeboost.protocols.strict.hosts import strict_margin
 from teeboost.transport.inmemory import InMemoryChannel
 
-from .helpers import SMALL
 from .test_policy import _toml, align, entries, parties, service, setup, train  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.malicious_host
@@ -374,7 +373,7 @@ def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forg
                                   cover=[0.0] * 3) for k, r in enumerate(passive_records)])
     used_raw = charged_raw[::-1].copy() if forge == "other rows" else charged_raw
     session = dataclasses.replace(envs[0], run_id="predict.predict.forged")  # a session for dataset "predict"
-    params = BoostParams(**SMALL)
+    params = BoostParams()  # a prediction session binds the default criteria, as strict_margin does
     enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin, session)
 
     def begin(ens, raw):
@@ -414,7 +413,7 @@ def test_an_abandoned_strict_session_releases_the_enclave_side_at_once(parties):
     for session in ("predict.s1", "predict.s2"):
         align(channel, batch, session)
         channel.request_all({1: PredictData(session, digest)})
-    params = BoostParams(**SMALL)
+    params = BoostParams()  # a prediction session binds the default criteria, as strict_margin does
     dying = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin,
                             dataclasses.replace(envs[0], run_id="predict.predict.s1.dead"))
     dying.close()  # its process died before its scoring record: the enclave side is still its turn

@@ -72,7 +72,7 @@ def test_the_weighted_criterion_is_appended_and_bound():
         SplitCriteria.from_tuple((*values[:-1], 2))
     assert SplitCriteria.rows_weighted(1.0, None, np.ones(3)) is False
     assert SplitCriteria.rows_weighted(2.0) and SplitCriteria.rows_weighted(1.0, None, np.array([1.0, 0.0]))
-    assert SplitCriteria.from_params(BoostParams(**SMALL), weighted=True).weighted
+    assert SplitCriteria.from_params(BoostParams(), weighted=True).weighted
 
 
 def test_the_active_partys_own_policy_does_not_refuse_its_own_sample_or_weights():
