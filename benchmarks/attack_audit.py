@@ -33,7 +33,7 @@ def main() -> None:
     frame = load_give_me_some_credit()
     active, passives = split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], label=GIVE_ME_SOME_CREDIT_LABEL,
                                      id_column=GIVE_ME_SOME_CREDIT_ID)
-    params = BoostParams(n_trees=args.trees, max_depth=args.depth)
+    params = BoostParams(n_trees=args.trees, max_depth=args.depth, subsample=0.8, max_bin=32)
     options = ProtocolOptions(allow_simulated_tee=True)
     targets = [AttackTarget("age", (2.0,)), AttackTarget("MonthlyIncome", (1000.0,))]
     half = active.take(range(active.n_rows // 2)), [p.take(range(active.n_rows // 2)) for p in passives]

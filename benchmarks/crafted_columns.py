@@ -89,7 +89,7 @@ def parse(argv=None) -> argparse.Namespace:
 
 def params_of(args) -> BoostParams:
     return BoostParams(n_trees=args.trees, max_depth=args.depth, min_samples_leaf=args.min_samples_leaf,
-                       max_bin=args.max_bin, category_subsets=not args.no_category_subsets)
+                       max_bin=args.max_bin, category_subsets=not args.no_category_subsets, subsample=0.8)
 
 
 def craft(args, own: pd.DataFrame, targets, seed: int):

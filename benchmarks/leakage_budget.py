@@ -145,7 +145,7 @@ def curve(out, workroot: Path):
     # of the settings tried (30-200 trees, depth 4-6, learning rate 0.1-0.5, subsample 0.5-1),
     # the one that recovered the most ages
     params = BoostParams(objective="regression", n_trees=150, max_depth=6, learning_rate=0.1, subsample=1.0,
-                         min_samples_leaf=20)
+                         min_samples_leaf=20, max_bin=32)
     rows = []
     for bits in BUDGETS:
         fed = Federation(workroot / f"curve-{bits}", passive_frame,
@@ -180,7 +180,7 @@ def quantization(out, workroot: Path):
     rng = np.random.default_rng(1)
     order = rng.permutation(active.n_rows)
     train_rows, test_rows = np.sort(order[: int(0.7 * order.size)]), np.sort(order[int(0.7 * order.size):])
-    params = BoostParams(n_trees=100, max_depth=6, min_samples_leaf=20)
+    params = BoostParams(n_trees=100, max_depth=6, min_samples_leaf=20, subsample=0.8, max_bin=32)
     fed = Federation(workroot / "quantization", passive_frame, "max_bits_per_row_per_day = 8")
     started = time.perf_counter()
     model = fed.train(active.take(train_rows), params, "strict")
@@ -218,7 +218,7 @@ def bank_day(out, workroot: Path):
     rng = np.random.default_rng(2)
     order = rng.permutation(active.n_rows)
     history, applicants = active.take(np.sort(order[:10_000])), active.take(np.sort(order[10_000:]))
-    params = BoostParams(n_trees=100, max_depth=6, min_samples_leaf=20)
+    params = BoostParams(n_trees=100, max_depth=6, min_samples_leaf=20, subsample=0.8, max_bin=32)
     out(f"\n== 3. a bank's day: train on 10,000 customers, score {applicants.n_rows} applicants once "
         "(the passive party's default policy: no [policy] table except the protocols it serves)")
     report = {}

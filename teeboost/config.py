@@ -148,21 +148,21 @@ def _check_float(
 class BoostParams:
     """Hyper-parameters of XGBoost-style second-order boosting.
 
-    Defaults follow the seed paper's setting (5 trees, depth 3, learning rate 0.3,
-    subsample 0.8, 32 bins) and XGBoost's regularisation defaults (lambda 1,
-    min_child_weight 1, gamma 0).
+    Defaults are XGBoost's (100 trees, depth 6, learning rate 0.3, subsample 1, 256 bins,
+    lambda 1, min_child_weight 1, gamma 0), so a model moved from XGBoost keeps its meaning;
+    the demo, benchmarks and tests pass smaller settings explicitly.
     """
 
     objective: str | None = None  # None: inferred from the label; XGBoost's names are accepted
-    n_trees: int = 5  # XGBoost: n_estimators
-    max_depth: int = 3
+    n_trees: int = 100  # XGBoost: n_estimators
+    max_depth: int = 6
     learning_rate: float = 0.3
-    subsample: float = 0.8
+    subsample: float = 1.0
     reg_lambda: float = 1.0
     min_child_weight: float = 1.0
     min_split_gain: float = 0.0  # XGBoost: gamma
     min_samples_leaf: int = 1
-    max_bin: int = 32
+    max_bin: int = 256
     random_state: int = 0
     early_stopping_rounds: int | None = None
     # categorical features split into gradient-sorted category subsets (as XGBoost, LightGBM);

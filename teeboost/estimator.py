@@ -10,9 +10,9 @@ Two ways in, both trained between parties that exchange only serialised messages
     model = VerticalBoostClassifier(protocol="ntee", allow_simulated_tee=True).fit(bank, [telco])
     proba = model.predict_proba(bank_new, [telco_new])
 
-Parameters carry XGBoost's names and meanings (``n_estimators``, ``learning_rate``/``eta``,
-``gamma``, ``reg_alpha``, ``colsample_bytree``, ``scale_pos_weight``, ...). The CLI calls the
-same training code.
+Parameters carry XGBoost's names, meanings and defaults (``n_estimators``, ``learning_rate``/``eta``,
+``gamma``, ``reg_alpha``, ``colsample_bytree``, ``scale_pos_weight``, ...; 100 trees of depth 6,
+subsample 1, 256 bins). The CLI calls the same training code.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from .data import PartyData
 from .errors import ConfigError, DataError, ModelFileError
 from .federation import FederatedModel, train_local
 from .joined import JoinedLayout, as_frame
+from .param_defaults import params_report
 from .row_matching import align_parties
 
 __all__ = ["VerticalBoostClassifier", "VerticalBoostRegressor", "party_features"]
@@ -76,10 +77,10 @@ class _VerticalBoost(BaseEstimator):
     _objectives: tuple[str, ...] = ()
 
     def __init__(self, protocol: str = "plain", *, parties: Mapping[str, list] | None = None,
-                 n_estimators: int = 5, max_depth: int = 3, learning_rate: float = 0.3, subsample: float = 0.8,
+                 n_estimators: int = 100, max_depth: int = 6, learning_rate: float = 0.3, subsample: float = 1.0,
                  colsample_bytree: float = 1.0, reg_lambda: float = 1.0, reg_alpha: float = 0.0,
                  gamma: float = 0.0, min_child_weight: float = 1.0, max_delta_step: float | None = None,
-                 min_samples_leaf: int = 1, max_bin: int = 32, objective: str | None = None,
+                 min_samples_leaf: int = 1, max_bin: int = 256, objective: str | None = None,
                  eval_metric: str | list[str] | None = None, early_stopping_rounds: int | None = None,
                  random_state: int | None = 0, category_subsets: bool = True, scale_pos_weight: float = 1.0,
                  tweedie_variance_power: float = 1.5, huber_slope: float = 1.0,
@@ -265,6 +266,7 @@ class _VerticalBoost(BaseEstimator):
         as ``y``. ``eval_set``: [(X_valid, y_valid)] in the same form; it is needed by
         ``early_stopping_rounds``. ``sample_weight``: one weight per training row."""
         params = self._boost_params()
+        asked = params_report(params)  # before the objective is inferred: what was left at XGBoost's defaults
         active, passives, given_y = self._parties_of(X, y, "X", fitting=True, label=label)
         validation = self._eval_parties(eval_set)
         if params.early_stopping_rounds is not None and validation is None:
@@ -276,7 +278,7 @@ class _VerticalBoost(BaseEstimator):
         model, run = train_local(active, passives, params, self.protocol, validation=validation,
                                  transcript=self.transcript, on_tree=self.on_tree, options=self._options(),
                                  sample_weight=weights, compute=self.compute)
-        self._take_model(model, run.to_dict(), given_y)
+        self._take_model(model, {**run.to_dict(), "params": asked}, given_y)
         return self
 
     def _take_model(self, model: FederatedModel, report: dict[str, Any] | None, given_y: np.ndarray | None) -> None:

@@ -4,19 +4,22 @@
 active.toml --json`` (the deployed active party) both build their report here, so a script
 written against one reads the other: the same keys, null where a key does not apply (no PSI in
 one process, no TLS, a passive party's column names that stay with it). Keys that only some
-runs have (enclaves, early stopping) are present under the same conditions in both.
+runs have (enclaves, early stopping) are present under the same conditions in both. ``params``
+says whose defaults the run's parameters came from (XGBoost's) and which it changed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .param_defaults import params_report
+
 __all__ = ["REPORT_KEYS", "OPTIONAL_KEYS", "EARLY_STOPPING_KEYS", "training_report", "early_stopping"]
 
 #: In every report.
 REPORT_KEYS = ("protocol", "objective", "n_samples", "n_test", "n_trees", "metric", "value", "train_seconds",
                "bytes_total", "bytes", "bytes_by_message", "messages", "parties", "model_files", "transcript",
-               "phases", "per_tree", "protection", "psi", "transport", "tls")
+               "phases", "per_tree", "protection", "psi", "transport", "tls", "params")
 
 #: With early stopping (``early_stopping_rounds`` set): whether it ended the run and the round kept.
 EARLY_STOPPING_KEYS = ("early_stopping_rounds", "stopped_early", "rounds_run", "best_round")
@@ -42,7 +45,7 @@ def training_report(values: dict[str, Any], *, params, run, best_round: int | No
     """``values`` (every key of ``REPORT_KEYS`` but protection) completed with what both kinds of
     run report alike: the protection, the options read, enclaves, compute and early stopping. A
     key missing or not in the schema is a bug, named here rather than found by a user's script."""
-    report = {**values, "protection": protection["protection"]}
+    report = {**values, "protection": protection["protection"], "params": params_report(params)}
     if protection["options"]:
         report["options"] = protection["options"]
     if run.enclaves:

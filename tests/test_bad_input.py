@@ -4,6 +4,8 @@ import pytest
 
 from teeboost.cli import main
 
+from .helpers import SMALL_FLAGS
+
 
 @pytest.fixture
 def table(tmp_path, credit_frame):
@@ -15,7 +17,7 @@ def table(tmp_path, credit_frame):
 
 def run(tmp_path, capsys, *argv):
     model_dir, transcript = tmp_path / "model", tmp_path / "run.tbt"
-    code = main(["train", *argv, "--model-dir", str(model_dir), "--transcript", str(transcript)])
+    code = main(["train", *SMALL_FLAGS, *argv, "--model-dir", str(model_dir), "--transcript", str(transcript)])
     err = capsys.readouterr().err
     assert code == 2
     assert not model_dir.exists(), "a failed run must not write a model"
@@ -183,7 +185,7 @@ def test_huge_finite_values_are_binned_by_rank(tmp_path, capsys, table):
     frame.loc[:20, "MonthlyIncome"] = 1e308
     frame.loc[21:40, "MonthlyIncome"] = -1e308
     frame.to_csv(path, index=False)
-    code = main(["train", *joined_args(path), "--model-dir", str(tmp_path / "model"), "--n-trees", "3", "--json"])
+    code = main(["train", *SMALL_FLAGS, *joined_args(path), "--model-dir", str(tmp_path / "model"), "--n-trees", "3", "--json"])
     assert code == 0, capsys.readouterr().err
     import json
 

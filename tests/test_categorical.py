@@ -90,7 +90,7 @@ def test_subset_split_is_the_best_over_all_subsets():
 def test_the_split_separates_categories_by_effect_not_by_name_order():
     frame = customers(3000, seed=1)
     active, passives = parties(frame)
-    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=1, subsample=1.0))
+    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=1, subsample=1.0, max_bin=32))
     tree = model.active.ensemble.trees[0]
     assert tree.party[0] == 1  # the city is the strongest signal
     record = model.passives[0].owner.get(tree.record[0])
@@ -104,7 +104,7 @@ def test_the_split_separates_categories_by_effect_not_by_name_order():
 def test_every_protocol_grows_plain_trees_with_categories(protocol):
     frame = customers(900, seed=2)
     active, passives = parties(frame)
-    params = BoostParams(n_trees=2, max_depth=3, max_bin=5)  # 8 cities in 5 bins: the rarest share one
+    params = BoostParams(n_trees=2, max_depth=3, max_bin=5, subsample=0.8)  # 8 cities in 5 bins: the rarest share one
     plain, _ = train_local(active, passives, params)
     other, _ = train_local(active, passives, params, protocol, options=FAST)
     statistics = protocol != "strict"  # strict publishes no gains or node sizes
@@ -118,7 +118,7 @@ def test_every_protocol_grows_plain_trees_with_categories(protocol):
 def test_prediction_codes_new_data_with_the_models_vocabulary(tmp_path):
     frame = customers(1200, seed=4)
     active, passives = parties(frame)
-    model = VerticalBoostClassifier(n_trees=3, max_depth=3).fit(active, passives)
+    model = VerticalBoostClassifier(n_trees=3, max_depth=3, subsample=0.8, max_bin=32).fit(active, passives)
     expected = model.predict_proba(active, passives)
     model.save(tmp_path)
     loaded = VerticalBoostClassifier.load(tmp_path)
@@ -135,7 +135,7 @@ def test_prediction_codes_new_data_with_the_models_vocabulary(tmp_path):
 def test_unseen_category_at_prediction_is_scored():
     frame = customers(800, seed=5)
     active, passives = parties(frame)
-    model, _ = train_local(active, passives, BoostParams(n_trees=2, max_depth=2))
+    model, _ = train_local(active, passives, BoostParams(n_trees=2, max_depth=2, subsample=0.8, max_bin=32))
     new = frame.head(3).copy()
     new["city"] = ["Paris", "Rom", None]
     a, p = parties(new)
@@ -147,7 +147,7 @@ def test_unseen_category_at_prediction_is_scored():
 def test_model_file_lists_each_partys_own_categories(tmp_path):
     frame = customers(600, seed=6)
     active, passives = parties(frame)
-    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2))
+    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2, subsample=0.8, max_bin=32))
     model.save(tmp_path)
     import json
     passive_file = json.loads((tmp_path / "passive-1.json").read_text())
@@ -192,7 +192,7 @@ def test_a_passive_party_cannot_read_labels_from_single_row_categories(protocol)
         probes.append(f"probe{p}")
     active, passives = split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE + probes], label=GIVE_ME_SOME_CREDIT_LABEL,
                                      id_column="id", categorical=probes)
-    model, _ = train_local(active, passives, BoostParams(n_trees=10, max_depth=4), protocol, options=FAST)
+    model, _ = train_local(active, passives, BoostParams(n_trees=10, max_depth=4, subsample=0.8, max_bin=32), protocol, options=FAST)
     passive = model.passives[0]
     probe_records = [r for _, r in passive.owner.items() if passive.feature_names[r.feature] in probes]
     assert probe_records  # the probes do win nodes ...
@@ -204,7 +204,7 @@ def test_a_passive_party_cannot_read_labels_from_single_row_categories(protocol)
 def test_numeric_feature_arriving_as_text_at_prediction_is_refused():
     frame = customers(600, seed=7)
     active, passives = parties(frame)
-    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2))
+    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2, subsample=0.8, max_bin=32))
     new = frame.head(10).copy()
     new["score"] = new["score"].astype(object)
     new.loc[new.index[3], "score"] = "unknown"
@@ -221,7 +221,7 @@ def test_category_names_that_look_like_numbers_survive_prediction(tmp_path):
                           "y": np.isin(code, ["01", "10"]).astype(int)})
     active = PartyData.from_frame(frame[["cid", "x", "y"]], id_column="cid", label="y", name="bank")
     passive = PartyData.from_frame(frame[["cid", "branch"]], id_column="cid", name="shop")
-    model = VerticalBoostClassifier(n_trees=2, max_depth=2).fit(active, [passive])
+    model = VerticalBoostClassifier(n_trees=2, max_depth=2, subsample=0.8, max_bin=32).fit(active, [passive])
     expected = model.predict_proba(active, [passive])[:, 1]
     batch = frame[frame["branch"] != "A1"].head(30)  # every value now looks like a number
     batch[["cid", "branch"]].to_csv(tmp_path / "shop.csv", index=False)
@@ -256,7 +256,7 @@ def test_number_coded_categories_match_however_the_batch_writes_them(tmp_path):
     frame = pd.DataFrame({"cid": range(n), "x": rng.normal(size=n), "code": code, "y": (code == 2).astype(int)})
     active = PartyData.from_frame(frame[["cid", "x", "y"]], id_column="cid", label="y", name="bank")
     passive = PartyData.from_frame(frame[["cid", "code"]], id_column="cid", name="shop", categorical=["code"])
-    model = VerticalBoostClassifier(n_trees=2, max_depth=2).fit(active, [passive])
+    model = VerticalBoostClassifier(n_trees=2, max_depth=2, subsample=0.8, max_bin=32).fit(active, [passive])
     expected = model.predict_proba(active, [passive])[:, 1]
     batch = frame.head(40)[["cid", "code"]].astype({"code": float})
     batch.loc[batch.index[0], "code"] = np.nan
@@ -267,7 +267,7 @@ def test_number_coded_categories_match_however_the_batch_writes_them(tmp_path):
     assert np.allclose(model.predict_proba(bank, [shop])[1:, 1], expected[1:40])
     padded = frame.assign(code=[f"0{c}" for c in code])
     passive = PartyData.from_frame(padded[["cid", "code"]], id_column="cid", name="shop", categorical=["code"])
-    model = VerticalBoostClassifier(n_trees=2, max_depth=2).fit(active, [passive])
+    model = VerticalBoostClassifier(n_trees=2, max_depth=2, subsample=0.8, max_bin=32).fit(active, [passive])
     as_numbers = PartyData.from_frame(frame.head(40)[["cid", "code"]], id_column="cid", name="shop")
     with pytest.raises(DataError, match="categories include '0[123]', which numbers cannot spell"):
         model.predict_proba(bank, [as_numbers])
@@ -278,7 +278,7 @@ def test_a_batch_of_mostly_unseen_categories_is_warned_about():
 
     frame = customers(500, seed=10)
     active, passives = parties(frame)
-    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2))
+    model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=2, subsample=0.8, max_bin=32))
     new = frame.head(10).assign(city=["Paris"] * 8 + ["Berlin"] * 2)
     a, p = parties(new)
     with pytest.warns(DataWarning, match="8 of 10 values of column 'city' are categories the model never saw"):
@@ -289,7 +289,7 @@ def test_a_batch_of_mostly_unseen_categories_is_warned_about():
 def test_code_order_cuts_only_when_the_label_owner_says_so(protocol):
     frame = customers(700, seed=11)
     active, passives = parties(frame)
-    params = BoostParams(n_trees=2, max_depth=3, category_subsets=False)
+    params = BoostParams(n_trees=2, max_depth=3, category_subsets=False, subsample=0.8, max_bin=32)
     plain, _ = train_local(active, passives, params)
     other, _ = train_local(active, passives, params, protocol, options=FAST)
     statistics = protocol != "strict"
@@ -314,4 +314,4 @@ def test_a_passive_host_cannot_switch_its_enclave_to_subsets(monkeypatch):
     monkeypatch.setattr(ntee, "init_message", rogue)
     active, passives = parties(customers(400, seed=12))
     with pytest.raises(AttestationError):
-        train_local(active, passives, BoostParams(n_trees=1, category_subsets=False), "ntee", options=FAST)
+        train_local(active, passives, BoostParams(n_trees=1, category_subsets=False, max_depth=3, subsample=0.8, max_bin=32), "ntee", options=FAST)

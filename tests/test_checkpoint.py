@@ -10,9 +10,9 @@ from teeboost.errors import CheckpointError, IntegrityError, ProtocolError
 from teeboost.federation import train_local
 from teeboost.transport.transcript import read_transcript
 
-from .helpers import federated_descriptions
+from .helpers import SMALL_FLAGS, federated_descriptions
 
-PARAMS = BoostParams(n_trees=4, max_depth=3, subsample=0.8)
+PARAMS = BoostParams(n_trees=4, max_depth=3, subsample=0.8, max_bin=32)
 
 
 class Crash(Exception):
@@ -81,7 +81,7 @@ def test_multiclass_with_early_stopping_resumes(tmp_path, small_credit):
                       label_name="age_band")
     rows = np.arange(three.n_rows)
     fit, valid = rows[:2400], rows[2400:]
-    params = BoostParams(n_trees=5, max_depth=2, early_stopping_rounds=2)
+    params = BoostParams(n_trees=5, max_depth=2, early_stopping_rounds=2, subsample=0.8, max_bin=32)
     validation = (three.take(valid), [p.take(valid) for p in passives])
     train = (three.take(fit), [p.take(fit) for p in passives])
     reference, _ = train_local(*train, params, validation=validation)
@@ -107,7 +107,7 @@ def test_resume_refuses_another_runs_checkpoint(tmp_path, small_credit):
     with pytest.raises(Crash):
         train_local(active, passives, PARAMS, checkpoint_dir=tmp_path, on_tree=crash_after(2))
     with pytest.raises(CheckpointError, match="another run"):
-        train_local(active, passives, BoostParams(n_trees=4, max_depth=2, subsample=0.8),
+        train_local(active, passives, BoostParams(n_trees=4, max_depth=2, subsample=0.8, max_bin=32),
                     checkpoint_dir=tmp_path, resume=True)
 
 
@@ -183,7 +183,7 @@ def test_cli_train_killed_and_resumed(tmp_path):
     args = ["--protocol", "ntee", "--allow-simulated-tee", "--n-trees", "10", "--max-depth", "3", "--subsample", "0.8"]
 
     def command(model_dir, *extra):
-        return [sys.executable, "-m", "teeboost.cli", "train", *args, "--model-dir", str(model_dir),
+        return [sys.executable, "-m", "teeboost.cli", "train", *SMALL_FLAGS, *args, "--model-dir", str(model_dir),
                 "--transcript", str(model_dir / "run.tbt"), "--json", *extra]
 
     (tmp_path / "reference").mkdir()

@@ -17,13 +17,15 @@ from teeboost.cli import main
 from teeboost.cli.main_parser import _all_parsers, _parser
 from teeboost.datasets import bundled_path
 
+from .helpers import SMALL_FLAGS
+
 FAST = ["--n-trees", "2", "--max-depth", "2"]
 SMALL_KEYS = ["--insecure-key-bits", "--key-bits", "512", "--crypto-workers", "1"]
 
 
 def _train_json(capsys, *argv: str) -> dict:
     capsys.readouterr()
-    assert main(["train", "--json", *argv]) == 0
+    assert main(["train", *SMALL_FLAGS, "--json", *argv]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -46,7 +48,7 @@ def test_help_shows_the_defaults_of_training_options(capsys):
         main(["train", "--help"])
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
-    for expected in ("boosting rounds", "(default: 5)", "(default: 0.3)", "(default: plain)", "(default: 2048)"):
+    for expected in ("boosting rounds", "(default: 100)", "(default: 0.3)", "(default: plain)", "(default: 2048)"):
         assert expected in text
 
 
@@ -95,7 +97,7 @@ class _Terminal(io.StringIO):
 def test_progress_names_the_secureboost_phases(tmp_path, monkeypatch, capsys):
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    assert main(["train", "--protocol", "secureboost", *SMALL_KEYS, *FAST, "--model-dir", str(tmp_path / "m")]) == 0
+    assert main(["train", *SMALL_FLAGS, "--protocol", "secureboost", *SMALL_KEYS, *FAST, "--model-dir", str(tmp_path / "m")]) == 0
     shown = terminal.getvalue()
     assert "generating Paillier keys (512 bits)" in shown
     for tree in (1, 2):
@@ -106,7 +108,7 @@ def test_progress_names_the_secureboost_phases(tmp_path, monkeypatch, capsys):
 def test_json_runs_show_no_progress(tmp_path, monkeypatch, capsys):
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    assert main(["train", "--json", "--protocol", "secureboost", *SMALL_KEYS, *FAST,
+    assert main(["train", *SMALL_FLAGS, "--json", "--protocol", "secureboost", *SMALL_KEYS, *FAST,
                  "--model-dir", str(tmp_path / "m")]) == 0
     assert "encrypting" not in terminal.getvalue()
 
@@ -119,7 +121,7 @@ def test_early_stopping_says_when_it_ended_the_run(tmp_path, capsys):
     report = _train_json(capsys, *argv)
     assert report["stopped_early"] is True and report["rounds_run"] < 40
     assert report["n_trees"] == report["best_round"] + 1 < report["rounds_run"]
-    assert main(["train", *argv]) == 0
+    assert main(["train", *SMALL_FLAGS, *argv]) == 0
     out = capsys.readouterr().out
     assert f"stopped after {report['rounds_run']} rounds" in out
     assert f"kept the {report['best_round'] + 1} rounds up to the best validation auc" in out
@@ -205,7 +207,7 @@ def test_a_party_removing_its_checkpoint_removes_the_emptied_folder(tmp_path):
 
 def test_predict_defaults_to_the_directory_train_writes(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["train", "--json", *FAST]) == 0
+    assert main(["train", *SMALL_FLAGS, "--json", *FAST]) == 0
     capsys.readouterr()
     assert main(["predict", "--data", str(bundled_path()), "--output", "p.csv"]) == 0
     assert "wrote 19999 predictions to p.csv" in capsys.readouterr().out

@@ -78,7 +78,7 @@ def test_data_warnings_point_at_the_callers_line():
     active = PartyData.from_frame(data.drop(columns=["age", "MonthlyIncome"]), id_column="id",
                                   label="SeriousDlqin2yrs", name="bank")
     passive = [PartyData.from_frame(data[["id", "age", "MonthlyIncome"]].iloc[:1200], id_column="id", name="telco")]
-    model = VerticalBoostClassifier(protocol="plain", n_trees=1, max_depth=2)
+    model = VerticalBoostClassifier(protocol="plain", n_trees=1, max_depth=2, subsample=0.8, max_bin=32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         line = _line_after()
@@ -90,7 +90,7 @@ def test_data_warnings_point_at_the_callers_line():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         line = _line_after()
-        VerticalBoostClassifier(protocol="plain", n_trees=1, max_depth=2).fit(
+        VerticalBoostClassifier(protocol="plain", n_trees=1, max_depth=2, subsample=0.8, max_bin=32).fit(
             data.drop(columns=["id", "SeriousDlqin2yrs"]), pd.DataFrame(data[["SeriousDlqin2yrs"]]))
     assert caught and all((w.filename, w.lineno) == (__file__, line) for w in caught), \
         [(w.filename, w.lineno, str(w.message)[:40]) for w in caught]

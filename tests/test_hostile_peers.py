@@ -26,7 +26,7 @@ from teeboost.transport.grpc_transport import GrpcChannel, Peer
 from teeboost.transport.inmemory import InMemoryChannel
 from teeboost.transport.proto.envelope_pb2 import Envelope
 
-PARAMS = BoostParams(n_trees=3, max_depth=3, subsample=0.8)
+PARAMS = BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32)
 INDEX_SETS = ProtocolOptions(onetee_bins_once=False, allow_simulated_tee=True)  # the seed paper's 1-TEE
 
 

@@ -34,7 +34,7 @@ from .test_policy import _toml, align, entries, parties, service, setup, train  
 
 pytestmark = pytest.mark.malicious_host
 
-STUMPS = BoostParams(n_trees=32, max_depth=1, learning_rate=1.0, subsample=1.0, min_samples_leaf=20)
+STUMPS = BoostParams(n_trees=32, max_depth=1, learning_rate=1.0, subsample=1.0, min_samples_leaf=20, max_bin=32)
 
 
 def strict_service(tmp_path, policy: str = "", *, defaults: bool = True):
@@ -88,7 +88,7 @@ def test_a_many_output_model_is_refused_at_set_up_by_default(parties):
     party, envs, channel = strict_service(tmp_path)
     aligned = active.take(align(channel, active))
     with pytest.raises(ProtocolError, match=r"\[policy\] max_outputs\).*200 outputs"):
-        setup(channel, aligned, params=BoostParams(n_trees=1, max_depth=1, min_samples_leaf=20), protocol="strict",
+        setup(channel, aligned, params=BoostParams(n_trees=1, max_depth=1, min_samples_leaf=20, subsample=0.8, max_bin=32), protocol="strict",
               outputs=200)
     assert entries(tmp_path, "refused")[-1]["rule"] == "max_outputs"
     party.close()
@@ -103,7 +103,7 @@ def test_the_k_class_session_is_refused_once_it_would_exceed_the_budget(parties)
                                                     "max_trees = 400")
     aligned = active.take(align(channel, active))
     rng = np.random.default_rng(5)
-    params = BoostParams(objective="multiclass", n_trees=1, max_depth=1, subsample=1.0, min_samples_leaf=20)
+    params = BoostParams(objective="multiclass", n_trees=1, max_depth=1, subsample=1.0, min_samples_leaf=20, max_bin=32)
     labels = rng.integers(0, 200, aligned.n_rows)
     labels[:200] = np.arange(200)  # every class present
     model = attacker_model(channel, envs, aligned, params, labels, outputs=200)
@@ -173,7 +173,7 @@ def test_the_run_rows_are_never_scored_after_strict_training(parties):
     aligned = active.take(align(channel, active))
     n = aligned.n_rows
     train_pos, test_pos, valid_pos = np.arange(n - 400), np.arange(n - 400, n - 200), np.arange(n - 200, n)
-    params = BoostParams(n_trees=3, max_depth=2, min_samples_leaf=20)
+    params = BoostParams(n_trees=3, max_depth=2, min_samples_leaf=20, subsample=0.8, max_bin=32)
     with pytest.raises(ProtocolError, match=r"max_prediction_rows_per_day\).*600 more"):  # held-out + validation
         channel.request_all({1: Setup("run-0", "strict", json.dumps(params.to_dict()), 1, np.arange(n - 600),
                                       np.arange(n - 600, n - 300), np.arange(n - 300, n))})
@@ -198,7 +198,7 @@ def test_a_rolled_back_sealed_ledger_is_refused(parties):
     active, tmp_path = parties
     party, envs, channel = strict_service(tmp_path, "max_bits_per_row_per_day = 64")
     aligned = active.take(align(channel, active))
-    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20),
+    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20, subsample=0.8, max_bin=32),
                            aligned.labels)
     score(channel, envs, model, active.take(np.arange(100)))
     sealed = next(tmp_path.glob("*.strict-ledger.sealed"))
@@ -224,7 +224,7 @@ def test_routing_answers_are_counted_per_row_and_survive_a_restart(parties):
     active, tmp_path = parties
     party, channel = routing_party(tmp_path, "max_bits_per_row_per_day = 12")
     aligned = active.take(align(channel, active))
-    model = attacker_model(channel, None, aligned, BoostParams(n_trees=6, max_depth=3, min_samples_leaf=20),
+    model = attacker_model(channel, None, aligned, BoostParams(n_trees=6, max_depth=3, min_samples_leaf=20, subsample=0.8, max_bin=32),
                            aligned.labels, protocol="plain")
     batch = active.take(np.arange(200))
 
@@ -256,7 +256,7 @@ def test_the_same_model_in_ntee_is_refused_and_in_strict_it_fits(parties):
     output per row; N-TEE answers a routing question per passive split on each row's path,
     and the refusal says so."""
     active, tmp_path = parties
-    params = BoostParams(n_trees=20, max_depth=4, min_samples_leaf=20)
+    params = BoostParams(n_trees=20, max_depth=4, min_samples_leaf=20, subsample=0.8, max_bin=32)
     batch = active.take(np.arange(300))
     (tmp_path / "strict").mkdir()
     shutil.copy(tmp_path / "passive.csv", tmp_path / "strict" / "passive.csv")
@@ -284,7 +284,7 @@ def test_audit_show_reports_bits_against_the_budget(parties):
     active, tmp_path = parties
     party, envs, channel = strict_service(tmp_path)
     aligned = active.take(align(channel, active))
-    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20),
+    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20, subsample=0.8, max_bin=32),
                            aligned.labels)
     score(channel, envs, model, active.take(np.arange(50)))
     party.close()
@@ -302,7 +302,7 @@ def scored_once(parties):
     active, tmp_path = parties
     party, envs, channel = strict_service(tmp_path)
     aligned = active.take(align(channel, active))
-    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=10, max_depth=3, min_samples_leaf=20),
+    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=10, max_depth=3, min_samples_leaf=20, subsample=0.8, max_bin=32),
                            aligned.labels)
     batch = active.take(np.arange(300))
     score(channel, envs, model, batch)
@@ -317,7 +317,7 @@ def test_a_prediction_batch_cannot_take_a_run_datasets_name(parties):
     active, tmp_path = parties
     party, channel = routing_party(tmp_path, "")
     aligned = active.take(align(channel, active))
-    attacker_model(channel, None, aligned, BoostParams(n_trees=4, max_depth=3, min_samples_leaf=20), aligned.labels,
+    attacker_model(channel, None, aligned, BoostParams(n_trees=4, max_depth=3, min_samples_leaf=20, subsample=0.8, max_bin=32), aligned.labels,
                    protocol="plain")
     batch = active.take(np.arange(200))
     for name in ("train", "valid", "test", "x" * 81, "a b"):
@@ -373,7 +373,7 @@ def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forg
                                   cover=[0.0] * 3) for k, r in enumerate(passive_records)])
     used_raw = charged_raw[::-1].copy() if forge == "other rows" else charged_raw
     session = dataclasses.replace(envs[0], run_id="predict.predict.forged")  # a session for dataset "predict"
-    params = BoostParams()
+    params = BoostParams()  # a prediction session binds the default criteria, as strict_margin does
     enclave = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin, session)
 
     def begin(ens, raw):
@@ -406,14 +406,14 @@ def test_an_abandoned_strict_session_releases_the_enclave_side_at_once(parties):
     active, tmp_path = parties
     party, envs, channel = strict_service(tmp_path)
     aligned = active.take(align(channel, active))
-    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20),
+    model = attacker_model(channel, envs, aligned, BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20, subsample=0.8, max_bin=32),
                            aligned.labels)
     batch = active.take(np.arange(100))
     digest = ensemble_digest(model.ensemble)
     for session in ("predict.s1", "predict.s2"):
         align(channel, batch, session)
         channel.request_all({1: PredictData(session, digest)})
-    params = BoostParams()
+    params = BoostParams()  # a prediction session binds the default criteria, as strict_margin does
     dying = attest_enclaves(PROGRAM, "strict", channel, SplitCriteria.from_params(params), params.max_bin,
                             dataclasses.replace(envs[0], run_id="predict.predict.s1.dead"))
     dying.close()  # its process died before its scoring record: the enclave side is still its turn

@@ -34,12 +34,12 @@ from teeboost.tee.runtime import OP_CALL
 from teeboost.tee.simulated import SimulatedBackend, SimulatedPlatform
 from teeboost.transport import inmemory, serde
 
-from .helpers import federated_descriptions
+from .helpers import SMALL, federated_descriptions
 
 pytestmark = pytest.mark.malicious_host
 
-PARAMS = BoostParams(n_trees=2, max_depth=3)
-DEEP = BoostParams(n_trees=2, max_depth=5)
+PARAMS = BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32)
+DEEP = BoostParams(n_trees=2, max_depth=5, subsample=0.8, max_bin=32)
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
 BINS_ONCE = ProtocolOptions(allow_simulated_tee=True, onetee_bins_once=True)
 INDEX_SETS = ProtocolOptions(allow_simulated_tee=True, onetee_bins_once=False)  # the seed paper's 1-TEE
@@ -810,8 +810,8 @@ def test_onetee_enclave_computes_nothing_the_passive_parties_did_not_acknowledge
 
 
 @pytest.mark.parametrize("params, refusal", [
-    (BoostParams(n_trees=4, max_depth=3), "trees are grown once each, in increasing order, below 2"),
-    (BoostParams(n_trees=2, max_depth=5), "a tree of at most 3 levels"),
+    (BoostParams(n_trees=4, max_depth=3, subsample=0.8, max_bin=32), "trees are grown once each, in increasing order, below 2"),
+    (BoostParams(n_trees=2, max_depth=5, subsample=0.8, max_bin=32), "a tree of at most 3 levels"),
 ], ids=["more-trees", "deeper"])
 def test_onetee_enclave_keeps_to_the_passive_parties_limits(monkeypatch, small_credit, params, refusal):
     """The active host relays every record but grows more trees, or deeper ones, than party
@@ -890,7 +890,7 @@ def test_split_requests_cannot_rename_children(monkeypatch, small_credit, protoc
                             _children_edit(edit)(scoring.ActiveSplitting._split_request))
     active, passives = small_credit
     with pytest.raises(ProtocolError, match=refusal):
-        train_local(active, passives, BoostParams(n_trees=3, max_depth=2), protocol,
+        train_local(active, passives, BoostParams(n_trees=3, max_depth=2, subsample=0.8, max_bin=32), protocol,
                     options=BINS_ONCE if protocol == "onetee" else None)
 
 
@@ -925,7 +925,7 @@ def test_onetee_channel_is_only_for_this_training_run(small_credit):
     served: set[str] = set()
 
     def party():
-        return build_passive(1, data, BoostParams(), "onetee", federation.env(1, BINS_ONCE), served_runs=served)
+        return build_passive(1, data, BoostParams(**SMALL), "onetee", federation.env(1, BINS_ONCE), served_runs=served)
 
     first = party()
     first.handle(Hello("onetee", 1, data.n_rows, 32, "run-a"))

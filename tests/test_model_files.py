@@ -11,7 +11,7 @@ from teeboost.federation import FederatedModel
 @pytest.fixture(scope="module")
 def fitted(small_credit):
     active, passives = small_credit
-    return VerticalBoostClassifier(n_trees=3).fit(active, passives)
+    return VerticalBoostClassifier(n_trees=3, max_depth=3, subsample=0.8, max_bin=32).fit(active, passives)
 
 
 def test_save_load_predicts_identically(tmp_path, fitted, small_credit):

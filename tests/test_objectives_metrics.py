@@ -22,7 +22,7 @@ from teeboost.metrics import HIGHER_IS_BETTER, evaluate
 from teeboost.protocols.env import ProtocolEnv
 from teeboost.transport.inmemory import InMemoryChannel
 
-from .helpers import federated_descriptions
+from .helpers import SMALL, federated_descriptions
 from .test_checkpoint import interrupted_then_resumed
 
 #: XGBoost computes in float32: our Poisson predictions agree with its ``count:poisson`` to
@@ -190,13 +190,13 @@ def test_poisson_gradients_hessians_base_margin_and_link():
     weight = np.array([1.0, 0.0, 3.0, 2.0])
     assert np.allclose(objective.base_margin(y, weight), np.log(np.average(y, weights=weight)))
     assert np.allclose(objective.predict(margin), np.exp(margin[:, 0]))
-    assert BoostParams(objective="count:poisson").delta_step == 0.7
+    assert BoostParams(objective="count:poisson", **SMALL).delta_step == 0.7
 
 
 def test_poisson_trains_and_beats_the_mean():
     active, passives = _counts()
     train, test = np.arange(2400), np.arange(2400, 3000)
-    params = BoostParams(objective="poisson", n_trees=20, max_depth=3, subsample=1.0)
+    params = BoostParams(objective="poisson", n_trees=20, max_depth=3, subsample=1.0, max_bin=32)
     model, run = train_local(active.take(train), [p.take(train) for p in passives], params,
                              validation=(active.take(test), [p.take(test) for p in passives]))
     assert run.objective == "poisson" and model.active.ensemble.objective == "poisson"
@@ -232,11 +232,11 @@ def test_poisson_needs_non_negative_numeric_labels():
     frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [4.0, 3.0, 2.0, 1.0], "claims": [0.0, 2.0, -1.0, 1.0]})
     active, passives = split_columns(frame, [["b"]], label="claims", source="claims.csv")
     with pytest.raises(DataError, match=r"claims\.csv.*'claims'.*negative value -1 in data row 3"):
-        train_local(active, passives, BoostParams(objective="poisson"))
+        train_local(active, passives, BoostParams(objective="poisson", **SMALL))
     frame["claims"] = ["none", "one", "two", "none"]
     active, passives = split_columns(frame, [["b"]], label="claims", source="claims.csv")
     with pytest.raises(DataError, match=r"claims\.csv.*'claims' is text.*poisson"):
-        train_local(active, passives, BoostParams(objective="poisson"))
+        train_local(active, passives, BoostParams(objective="poisson", **SMALL))
 
 
 def test_poisson_is_never_inferred():
@@ -256,7 +256,7 @@ def credit_split(credit_parties):
 
 def test_evals_result_is_shaped_like_xgboosts(credit_split):
     (active, passives), (v_active, v_passives) = credit_split
-    params = BoostParams(n_trees=4, max_depth=3, eval_metric=("logloss", "error", "auc"))
+    params = BoostParams(n_trees=4, max_depth=3, eval_metric=("logloss", "error", "auc"), subsample=0.8, max_bin=32)
     model, run = train_local(active, passives, params, validation=(v_active, v_passives))
     assert list(run.evals_result) == ["validation_0"]
     history = run.evals_result["validation_0"]
@@ -269,16 +269,16 @@ def test_evals_result_is_shaped_like_xgboosts(credit_split):
     assert report["evals_result"] == run.evals_result
     assert report["best_iteration"] is None and report["best_score"] is None  # set by early stopping only
     # the default: one metric per objective
-    _, run = train_local(active, passives, BoostParams(n_trees=2, max_depth=2), validation=(v_active, v_passives))
+    _, run = train_local(active, passives, BoostParams(n_trees=2, max_depth=2, subsample=0.8, max_bin=32), validation=(v_active, v_passives))
     assert list(run.evals_result["validation_0"]) == ["auc"]
-    _, run = train_local(active, passives, BoostParams(n_trees=2, max_depth=2))
+    _, run = train_local(active, passives, BoostParams(n_trees=2, max_depth=2, subsample=0.8, max_bin=32))
     assert run.evals_result == {} and run.to_dict()["evals_result"] == {}
 
 
 @pytest.mark.parametrize("metrics", [("auc", "logloss"), ("logloss", "auc")])
 def test_early_stopping_watches_the_last_metric(credit_split, metrics):
     (active, passives), validation = credit_split
-    params = BoostParams(n_trees=40, max_depth=5, learning_rate=0.9, early_stopping_rounds=3, eval_metric=metrics)
+    params = BoostParams(n_trees=40, max_depth=5, learning_rate=0.9, early_stopping_rounds=3, eval_metric=metrics, subsample=0.8, max_bin=32)
     model, run = train_local(active, passives, params, validation=validation)
     watched = metrics[-1]
     history = run.evals_result["validation_0"][watched]
@@ -292,19 +292,19 @@ def test_early_stopping_watches_the_last_metric(credit_split, metrics):
 
 def test_early_stopping_without_validation_rows_is_an_error(small_credit):
     active, passives = small_credit
-    params = BoostParams(n_trees=3, early_stopping_rounds=2)
+    params = BoostParams(n_trees=3, early_stopping_rounds=2, max_depth=3, subsample=0.8, max_bin=32)
     with pytest.raises(ConfigError, match="early_stopping_rounds=2"):
         train_local(active, passives, params)
     with pytest.raises(ConfigError, match="early_stopping_rounds=2"):
         train_active(active, InMemoryChannel({}), params, "plain", env=ProtocolEnv(), party_names={})
     with pytest.raises(ConfigError, match="early_stopping_rounds=2"):
-        VerticalBoostClassifier(n_trees=3, early_stopping_rounds=2).fit(active, passives)
+        VerticalBoostClassifier(n_trees=3, early_stopping_rounds=2, max_depth=3, subsample=0.8, max_bin=32).fit(active, passives)
 
 
 def test_resumed_run_keeps_its_evaluation_history(tmp_path, small_credit):
     active, passives = small_credit
     train, valid = np.arange(2400), np.arange(2400, 3000)
-    params = BoostParams(n_trees=4, max_depth=3, eval_metric=("error", "logloss"))
+    params = BoostParams(n_trees=4, max_depth=3, eval_metric=("error", "logloss"), subsample=0.8, max_bin=32)
     kwargs = dict(validation=(active.take(valid), [p.take(valid) for p in passives]))
     _, reference = train_local(active.take(train), [p.take(train) for p in passives], params, **kwargs)
     _, resumed = interrupted_then_resumed(tmp_path, active.take(train), [p.take(train) for p in passives], params,
@@ -321,7 +321,7 @@ def test_strict_keeps_its_metrics_inside_and_resumes_with_them(tmp_path, small_c
     active, passives = small_credit
     train, valid = np.arange(2400), np.arange(2400, 3000)
     params = BoostParams(n_trees=8, max_depth=3, learning_rate=0.9, early_stopping_rounds=2,
-                         eval_metric=("auc", "logloss"))
+                         eval_metric=("auc", "logloss"), subsample=0.8, max_bin=32)
     data = (active.take(train), [p.take(train) for p in passives])
     kwargs = dict(validation=(active.take(valid), [p.take(valid) for p in passives]))
     plain, plain_run = train_local(*data, params, **kwargs)
@@ -340,7 +340,7 @@ def test_strict_keeps_its_metrics_inside_and_resumes_with_them(tmp_path, small_c
 def test_eval_metric_must_score_the_inferred_objective(small_credit):
     active, passives = small_credit
     with pytest.raises(ConfigError, match="eval_metric='rmse'"):
-        train_local(active, passives, BoostParams(n_trees=1, eval_metric="rmse"))
+        train_local(active, passives, BoostParams(n_trees=1, eval_metric="rmse", max_depth=3, subsample=0.8, max_bin=32))
 
 
 
@@ -350,5 +350,5 @@ def test_poisson_validation_counts_must_be_non_negative_too():
     valid = replace(valid, labels=np.where(np.arange(100) == 7, -3.0, valid.labels))
     with pytest.raises(DataError, match="negative value -3 in data row 8"):
         train_local(active.take(np.arange(300)), [p.take(np.arange(300)) for p in passives],
-                    BoostParams(objective="poisson", n_trees=1),
+                    BoostParams(objective="poisson", n_trees=1, max_depth=3, subsample=0.8, max_bin=32),
                     validation=(valid, [p.take(np.arange(300, 400)) for p in passives]))

@@ -28,7 +28,9 @@ from teeboost.protocols.env import ProtocolEnv
 from teeboost.protocols.enclave.partition import encode_row_sets
 from teeboost.transport.inmemory import InMemoryChannel
 
-PARAMS = BoostParams(n_trees=2, max_depth=3)
+from .helpers import SMALL
+
+PARAMS = BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32)
 
 
 @pytest.fixture
@@ -126,10 +128,10 @@ def test_default_policy_refuses_protocols_that_reveal_aggregates(parties, protoc
 
 
 @pytest.mark.parametrize("policy, params, outputs, rule", [
-    ("max_trees = 3", BoostParams(n_trees=4), 1, "max_trees"),
-    ("max_trees = 5\nmax_outputs = 3\nmax_bits_per_row_per_day = 24", BoostParams(n_trees=2), 3, "max_trees"),  # multiclass: 2 rounds of 3 trees
-    ("max_depth = 2", BoostParams(max_depth=3), 1, "max_depth"),
-    ("min_rows_per_node = 50", BoostParams(min_samples_leaf=10), 1, "min_rows_per_node"),
+    ("max_trees = 3", BoostParams(n_trees=4, max_depth=3, subsample=0.8, max_bin=32), 1, "max_trees"),
+    ("max_trees = 5\nmax_outputs = 3\nmax_bits_per_row_per_day = 24", BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32), 3, "max_trees"),  # multiclass: 2 rounds of 3 trees
+    ("max_depth = 2", BoostParams(max_depth=3, n_trees=5, subsample=0.8, max_bin=32), 1, "max_depth"),
+    ("min_rows_per_node = 50", BoostParams(min_samples_leaf=10, **SMALL), 1, "min_rows_per_node"),
 ])
 def test_parameters_beyond_the_policy_are_refused_at_set_up(parties, policy, params, outputs, rule):
     active, tmp_path = parties
@@ -148,9 +150,9 @@ def test_a_partition_smaller_than_k_never_leaves(parties):
     active, tmp_path = parties
     channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmin_rows_per_node = 40").handle})
     aligned = active.take(align(channel, active))
-    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=3, max_depth=6, min_samples_leaf=40))
+    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=3, max_depth=6, min_samples_leaf=40, subsample=0.8, max_bin=32))
     with pytest.raises(ProtocolError, match=r"\[policy\] min_rows_per_node\).*on one side"):
-        train(channel, train_rows, BoostParams(n_trees=3, max_depth=6, min_samples_leaf=1))
+        train(channel, train_rows, BoostParams(n_trees=3, max_depth=6, min_samples_leaf=1, subsample=0.8, max_bin=32))
     assert entries(tmp_path, "refused")[-1]["rule"] == "min_rows_per_node"
 
 
@@ -158,7 +160,7 @@ def test_the_honest_run_with_the_same_floor_trains(parties):
     active, tmp_path = parties
     channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmin_rows_per_node = 40").handle})
     aligned = active.take(align(channel, active))
-    params = BoostParams(n_trees=3, max_depth=6, min_samples_leaf=40)
+    params = BoostParams(n_trees=3, max_depth=6, min_samples_leaf=40, subsample=0.8, max_bin=32)
     train_rows, _ = setup(channel, aligned, params=params)
     model, _ = train(channel, train_rows, params)
     assert len(model.ensemble.trees) == 3
@@ -168,9 +170,9 @@ def test_more_trees_than_the_policy_allows_are_refused_mid_run(parties):
     active, tmp_path = parties
     channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmax_trees = 2").handle})
     aligned = active.take(align(channel, active))
-    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=2, max_depth=3))
+    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32))
     with pytest.raises(ProtocolError, match=r"\[policy\] max_trees\).*tree 2"):
-        train(channel, train_rows, BoostParams(n_trees=6, max_depth=3, subsample=1.0))
+        train(channel, train_rows, BoostParams(n_trees=6, max_depth=3, subsample=1.0, max_bin=32))
 
 
 @pytest.mark.parametrize("protocol", ["ntee", "onetee"])
@@ -185,9 +187,9 @@ def test_enclave_criteria_below_k_are_refused(parties, protocol):
     party.env = lambda: envs[1]
     channel = InMemoryChannel({1: party.handle})
     aligned = active.take(align(channel, active))
-    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=1, min_samples_leaf=30), protocol=protocol)
+    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=1, min_samples_leaf=30, max_depth=3, subsample=0.8, max_bin=32), protocol=protocol)
     with pytest.raises(ProtocolError, match=r"\[policy\] min_rows_per_node\).*nodes of 1 row"):
-        train(channel, train_rows, BoostParams(n_trees=1, min_samples_leaf=1), protocol, env=envs[0])
+        train(channel, train_rows, BoostParams(n_trees=1, min_samples_leaf=1, max_depth=3, subsample=0.8, max_bin=32), protocol, env=envs[0])
     party.close()
 
 
@@ -202,9 +204,9 @@ def test_strict_enclave_enforces_the_model_limits(parties):
     party.env = lambda: envs[1]
     channel = InMemoryChannel({1: party.handle})
     aligned = active.take(align(channel, active))
-    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=1, max_depth=2), protocol="strict")
+    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=1, max_depth=2, subsample=0.8, max_bin=32), protocol="strict")
     with pytest.raises(Exception, match=r"max_depth\) allows depth 2"):
-        train(channel, train_rows, BoostParams(n_trees=1, max_depth=3), "strict", env=envs[0])
+        train(channel, train_rows, BoostParams(n_trees=1, max_depth=3, subsample=0.8, max_bin=32), "strict", env=envs[0])
     party.close()
 
 
@@ -251,8 +253,8 @@ def trained(parties):
     party = service(tmp_path, OPT_IN)
     channel = InMemoryChannel({1: party.handle})
     aligned = active.take(align(channel, active))
-    train_rows, test_rows = setup(channel, aligned, params=BoostParams(n_trees=3, max_depth=3))
-    model, _ = train(channel, train_rows, BoostParams(n_trees=3, max_depth=3))
+    train_rows, test_rows = setup(channel, aligned, params=BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32))
+    model, _ = train(channel, train_rows, BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32))
     return party, channel, model, test_rows, tmp_path
 
 
@@ -439,7 +441,7 @@ def test_discarding_trees_does_not_buy_more_partitions(parties):
     active, tmp_path = parties
     channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmax_trees = 1\nmax_depth = 4").handle})
     aligned = active.take(align(channel, active))
-    params = BoostParams(n_trees=1, max_depth=4, subsample=1.0)
+    params = BoostParams(n_trees=1, max_depth=4, subsample=1.0, max_bin=32)
     train_rows, _ = setup(channel, aligned, params=params)
     with pytest.raises(ProtocolError, match=r"\[policy\] max_depth\).*tree 0 asks this party for 1[6-8] splits"):
         for _ in range(8):  # 3 passive splits per growth: the sixth exceeds a depth-4 tree's 15
@@ -468,9 +470,9 @@ def test_trees_are_numbered_from_zero_and_grown_in_order(parties):
     active, tmp_path = parties
     party = service(tmp_path, f"{OPT_IN}\nmax_trees = 2")
     aligned = active.take(align(InMemoryChannel({1: party.handle}), active))
-    train_rows, _ = setup(InMemoryChannel({1: party.handle}), aligned, params=BoostParams(n_trees=2, max_depth=4))
+    train_rows, _ = setup(InMemoryChannel({1: party.handle}), aligned, params=BoostParams(n_trees=2, max_depth=4, subsample=0.8, max_bin=32))
     with pytest.raises(ProtocolError, match=r"\[policy\] max_trees\).*(trees count from 0|numbered from 0)"):
-        train(RelabelledTrees({1: party.handle}), train_rows, BoostParams(n_trees=30, max_depth=4, subsample=1.0))
+        train(RelabelledTrees({1: party.handle}), train_rows, BoostParams(n_trees=30, max_depth=4, subsample=1.0, max_bin=32))
 
 
 def test_a_node_below_the_runs_depth_is_not_split(parties):
@@ -479,10 +481,10 @@ def test_a_node_below_the_runs_depth_is_not_split(parties):
     active, tmp_path = parties
     channel = InMemoryChannel({1: service(tmp_path, OPT_IN).handle})
     aligned = active.take(align(channel, active))
-    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=3, max_depth=2))
+    train_rows, _ = setup(channel, aligned, params=BoostParams(n_trees=3, max_depth=2, subsample=0.8, max_bin=32))
     with pytest.raises(ProtocolError, match=r"\[policy\] max_depth\).*at depth [2-4] would grow the tree beyond "
                                             r"depth 2"):
-        train(channel, train_rows, BoostParams(n_trees=3, max_depth=5))
+        train(channel, train_rows, BoostParams(n_trees=3, max_depth=5, subsample=0.8, max_bin=32))
 
 
 def test_set_up_positions_are_distinct_rows(parties):
@@ -491,7 +493,7 @@ def test_set_up_positions_are_distinct_rows(parties):
     active, tmp_path = parties
     channel = InMemoryChannel({1: service(tmp_path, f"{OPT_IN}\nmin_rows_per_node = 40").handle})
     align(channel, active)
-    params = json.dumps(BoostParams(min_samples_leaf=40).to_dict())
+    params = json.dumps(BoostParams(min_samples_leaf=40, **SMALL).to_dict())
     empty = np.empty(0, dtype=np.int64)
     for train_rows, test_rows in ((np.repeat(np.arange(30), 40), empty), (np.arange(100), np.full(200, 5)),
                                   (np.arange(100), np.arange(50, 150))):

@@ -23,10 +23,11 @@ from teeboost.policy import Policy, PolicyRefused
 from teeboost.protocols.env import ProtocolEnv
 from teeboost.transport.inmemory import InMemoryChannel
 
+from .helpers import SMALL
 from .test_policy import OPT_IN, _toml, align, entries, parties, service, setup  # noqa: F401 - fixture
 
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
-SAMPLED = BoostParams(n_trees=2, max_depth=3, colsample_bytree=0.5, random_state=3)
+SAMPLED = BoostParams(n_trees=2, max_depth=3, colsample_bytree=0.5, random_state=3, subsample=0.8, max_bin=32)
 ALLOW = "column_sampling = true\nsample_weights = true"
 
 
@@ -75,7 +76,7 @@ def test_the_weighted_criterion_is_appended_and_bound():
 
 
 def test_the_active_partys_own_policy_does_not_refuse_its_own_sample_or_weights():
-    params = BoostParams(colsample_bytree=0.5, scale_pos_weight=2.0)
+    params = BoostParams(colsample_bytree=0.5, scale_pos_weight=2.0, **SMALL)
     Policy().check_params("bank", "ntee", params, serving=False)
     with pytest.raises(PolicyRefused, match=r"\[policy\] column_sampling\).*colsample_bytree = 0.5"):
         Policy().check_params("telco", "ntee", params)
@@ -84,8 +85,8 @@ def test_the_active_partys_own_policy_does_not_refuse_its_own_sample_or_weights(
 # --- refusals: at set-up (every protocol), and in the criteria enclaves are bound to
 
 @pytest.mark.parametrize("params, rule, named", [
-    (BoostParams(n_trees=1, colsample_bytree=0.5), "column_sampling", "colsample_bytree = 0.5"),
-    (BoostParams(n_trees=1, scale_pos_weight=3.0), "sample_weights", "scale_pos_weight = 3.0"),
+    (BoostParams(n_trees=1, colsample_bytree=0.5, max_depth=3, subsample=0.8, max_bin=32), "column_sampling", "colsample_bytree = 0.5"),
+    (BoostParams(n_trees=1, scale_pos_weight=3.0, max_depth=3, subsample=0.8, max_bin=32), "sample_weights", "scale_pos_weight = 3.0"),
 ])
 def test_plain_set_up_refuses_sampling_and_weights_by_default(parties, params, rule, named):
     active, tmp_path = parties
@@ -104,7 +105,7 @@ def test_tee_runs_refuse_column_sampling_in_the_attested_criteria(parties, proto
     active, tmp_path = parties
     party, env = _tee_service(tmp_path, "")
     channel = InMemoryChannel({1: party.handle})
-    train_rows, _ = setup(channel, active.take(align(channel, active)), params=BoostParams(n_trees=1),
+    train_rows, _ = setup(channel, active.take(align(channel, active)), params=BoostParams(n_trees=1, max_depth=3, subsample=0.8, max_bin=32),
                           protocol=protocol)
     with pytest.raises(ProtocolError, match=r"\[policy\] column_sampling\).*colsample_bytree = 0.5"):
         _run(channel, train_rows, SAMPLED.replace(n_trees=1), protocol, env)
@@ -117,7 +118,7 @@ def test_tee_runs_refuse_weighted_criteria(parties, protocol):
     active, tmp_path = parties
     party, env = _tee_service(tmp_path, "")
     channel = InMemoryChannel({1: party.handle})
-    params = BoostParams(n_trees=1, max_depth=3)
+    params = BoostParams(n_trees=1, max_depth=3, subsample=0.8, max_bin=32)
     train_rows, _ = setup(channel, active.take(align(channel, active)), params=params, protocol=protocol)
     with pytest.raises(ProtocolError, match=r"\[policy\] sample_weights\).*weighs rows"):
         _run(channel, train_rows, params, protocol, env, weights=_weights(train_rows.n_rows))
@@ -157,7 +158,7 @@ def test_strict_enclave_refuses_weights_its_host_attested_away(monkeypatch, smal
 
     monkeypatch.setattr(strict, "attest_enclaves", lying)
     active, passives = small_credit
-    params = BoostParams(n_trees=1, max_depth=2)
+    params = BoostParams(n_trees=1, max_depth=2, subsample=0.8, max_bin=32)
     if weighting == "scale_pos_weight":
         params, weights = params.replace(scale_pos_weight=2.0), None
     else:

@@ -15,6 +15,8 @@ import pytest
 from teeboost import PartyData, VerticalBoostClassifier
 from teeboost.datasets import GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit
 
+from .helpers import SMALL_FLAGS
+
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "teeboost.cli", *args], capture_output=True, text=True, timeout=600)
@@ -28,11 +30,11 @@ def models(tmp_path_factory):
     passive = frame[["id", *GIVE_ME_SOME_CREDIT_PASSIVE]]
     active.to_csv(tmp / "active.csv", index=False)
     passive.to_csv(tmp / "passive.csv", index=False)
-    done = cli("train", "--active-data", str(tmp / "active.csv"), "--passive-data", str(tmp / "passive.csv"),
+    done = cli("train", *SMALL_FLAGS, "--active-data", str(tmp / "active.csv"), "--passive-data", str(tmp / "passive.csv"),
                "--id", "id", "--label", "SeriousDlqin2yrs", "--n-estimators", "5", "--max-depth", "3", "--model-dir",
                str(tmp / "model"))
     assert done.returncode == 0, done.stderr
-    VerticalBoostClassifier(n_estimators=5, max_depth=3).fit(
+    VerticalBoostClassifier(n_estimators=5, max_depth=3, subsample=0.8, max_bin=32).fit(
         PartyData.from_frame(active, id_column="id", label="SeriousDlqin2yrs"), []).save(tmp / "fallback")
     new = active.head(40).drop(columns=["SeriousDlqin2yrs"])
     new.to_csv(tmp / "new-active.csv", index=False)

@@ -25,7 +25,7 @@ from .helpers import federated_descriptions
 
 SMALL_KEY = ProtocolOptions(key_bits=768, insecure_key_bits=True, crypto_workers=1)
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
-PARAMS = BoostParams(n_trees=3, max_depth=3, subsample=1.0)
+PARAMS = BoostParams(n_trees=3, max_depth=3, subsample=1.0, max_bin=32)
 
 
 def _frame(n=1200, seed=0, objective="binary"):
@@ -131,7 +131,7 @@ def weighted_reference(small_credit):
     rng = np.random.default_rng(4)
     weights = np.round(rng.random(active.n_rows) * 3, 3)
     weights[rng.random(active.n_rows) < 0.1] = 0.0
-    params = BoostParams(n_trees=3, max_depth=3, scale_pos_weight=2.5)
+    params = BoostParams(n_trees=3, max_depth=3, scale_pos_weight=2.5, subsample=0.8, max_bin=32)
     model, _ = train_local(active, passives, params, sample_weight=weights)
     return weights, params, model
 
@@ -157,7 +157,7 @@ def test_weighted_validation_in_strict_stops_where_plain_does(small_credit):
     train, valid = np.arange(2400), np.arange(2400, 3000)
     v_active = active.take(valid).with_weights(rng.random(valid.size) * 4)
     params = BoostParams(n_trees=10, max_depth=4, learning_rate=0.9, early_stopping_rounds=2,
-                         eval_metric=("auc", "logloss"))
+                         eval_metric=("auc", "logloss"), subsample=0.8, max_bin=32)
     data = (active.take(train), [p.take(train) for p in passives])
     weights = rng.random(train.size) + 0.5
     validation = (v_active, [p.take(valid) for p in passives])
@@ -184,7 +184,7 @@ def test_secureboost_passive_never_receives_the_weights_in_the_clear(monkeypatch
         return original(handler, frame)
 
     monkeypatch.setattr(inmemory, "answer_frame", answer)
-    params = BoostParams(n_trees=2, max_depth=2, subsample=1.0)
+    params = BoostParams(n_trees=2, max_depth=2, subsample=1.0, max_bin=32)
     train_local(active, passives, params, "secureboost", options=SMALL_KEY, sample_weight=weights)
     messages = [serde.decode(frame) for frame in received]
     assert any(isinstance(m, EncryptedGradients) for m in messages)

@@ -14,7 +14,7 @@ from teeboost.transport.transcript import RECEIVED, read_transcript
 
 from .helpers import federated_descriptions
 
-PARAMS = BoostParams(n_trees=3, max_depth=3)
+PARAMS = BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32)
 SMALL_KEY = dict(key_bits=768, insecure_key_bits=True, crypto_workers=1)
 
 
@@ -168,7 +168,7 @@ def test_every_run_has_its_own_key(small_credit, monkeypatch):
 
     monkeypatch.setattr(SecureBoostPassive, "_set_key", record)
     active, passives = small_credit
-    params = BoostParams(n_trees=1, max_depth=2)
+    params = BoostParams(n_trees=1, max_depth=2, subsample=0.8, max_bin=32)
     for _ in range(2):
         train_local(active, passives, params, "secureboost", options=ProtocolOptions(**SMALL_KEY, scheme="ou"))
     assert len(seen) == 2 and seen[0] != seen[1]
@@ -199,5 +199,5 @@ def test_an_out_of_range_ciphertext_aborts_the_run(small_credit, monkeypatch, pl
     monkeypatch.setattr(secureboost.SecureBoostPassive, "_level", forged)
     active, passives = small_credit
     with pytest.raises(ProtocolError, match="bits above its slots|exceeds what its row count|do not add up"):
-        train_local(active, passives, BoostParams(n_trees=1, max_depth=2), "secureboost",
+        train_local(active, passives, BoostParams(n_trees=1, max_depth=2, subsample=0.8, max_bin=32), "secureboost",
                     options=ProtocolOptions(**SMALL_KEY, scheme="ou"))

@@ -17,7 +17,7 @@ from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 from .helpers import federated_descriptions
 
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
-PARAMS = BoostParams(n_trees=3, max_depth=3)
+PARAMS = BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32)
 
 
 def same_model(a, b) -> bool:
@@ -25,10 +25,10 @@ def same_model(a, b) -> bool:
 
 
 @pytest.mark.parametrize("params", [
-    BoostParams(n_trees=3, max_depth=3),
+    BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32),
     BoostParams(n_trees=2, max_depth=5, subsample=0.6, min_samples_leaf=20, reg_lambda=3.0, max_bin=16),
-    BoostParams(n_trees=2, max_depth=2, objective="regression", subsample=1.0),
-    BoostParams(n_trees=3, max_depth=3, reg_alpha=0.5, max_delta_step=0.3, colsample_bytree=0.5, random_state=5),
+    BoostParams(n_trees=2, max_depth=2, objective="regression", subsample=1.0, max_bin=32),
+    BoostParams(n_trees=3, max_depth=3, reg_alpha=0.5, max_delta_step=0.3, colsample_bytree=0.5, random_state=5, subsample=0.8, max_bin=32),
 ], ids=["default", "deep-sampled", "regression", "xgboost-regularised"])
 def test_same_trees_and_predictions_as_plain(small_credit, params):
     active, passives = small_credit
@@ -55,7 +55,7 @@ def test_multiclass_three_parties_with_early_stopping(credit_parties):
     parts = [PartyData(f"passive-{i}", "test", passive.features[:, cols],
                        tuple(passive.feature_names[c] for c in cols), ids=active.ids)
              for i, cols in ((1, [0, 1]), (2, [2, 3, 4]))]
-    params = BoostParams(n_trees=6, max_depth=3, objective="multiclass", early_stopping_rounds=1)
+    params = BoostParams(n_trees=6, max_depth=3, objective="multiclass", early_stopping_rounds=1, subsample=0.8, max_bin=32)
     validation = (active.take(held), [p.take(held) for p in parts])
     plain, plain_run = train_local(active.take(rows), [p.take(rows) for p in parts], params, validation=validation)
     strict, strict_run = train_local(active.take(rows), [p.take(rows) for p in parts], params, "strict",
@@ -93,7 +93,7 @@ def test_every_message_a_host_sees_has_the_same_type_and_size_for_two_datasets(t
     """Same shape, other people: rows 0-1999 vs 4000-5999 with labels shuffled. Early
     stopping is off (the number of trees is the model's)."""
     active, (passive,) = credit_parties
-    params = BoostParams(n_trees=3, max_depth=4, subsample=0.8)
+    params = BoostParams(n_trees=3, max_depth=4, subsample=0.8, max_bin=32)
     runs = []
     for k, rows in enumerate((np.arange(2000), np.arange(4000, 6000))):
         a, p = active.take(rows), passive.take(rows)
@@ -231,7 +231,7 @@ def test_sealed_checkpoints_have_sizes_fixed_by_the_schedule(tmp_path, credit_pa
             a, p = active.take(rows), passive.take(rows)
             if k:
                 a = replace(a, labels=np.random.default_rng(2).permutation(a.labels))
-            train_local(a, [p], BoostParams(n_trees=2, max_depth=4), "strict", options=SIMULATED)
+            train_local(a, [p], BoostParams(n_trees=2, max_depth=4, subsample=0.8, max_bin=32), "strict", options=SIMULATED)
         finally:
             strict_module.StrictPassive.handle = original
         sizes.append(seen)

@@ -13,7 +13,7 @@ from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 
 from .helpers import federated_descriptions
 
-PARAMS = BoostParams(n_trees=3, max_depth=3)
+PARAMS = BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32)
 INDEX_SETS = ProtocolOptions(onetee_bins_once=False, allow_simulated_tee=True)  # the seed paper's 1-TEE
 VARIANTS = [("ntee", ProtocolOptions(allow_simulated_tee=True)), ("onetee", ProtocolOptions(allow_simulated_tee=True)),
             ("onetee", INDEX_SETS), ("ntee", ProtocolOptions(aes_bits=256, allow_simulated_tee=True))]
@@ -43,7 +43,7 @@ def test_levels_where_only_the_larger_child_is_searched(small_credit, protocol, 
     """With a large leaf floor the smaller child of a split is too small to search: a party
     still builds it, only to derive its larger sibling from their parent."""
     active, passives = small_credit
-    params = BoostParams(n_trees=3, max_depth=4, min_samples_leaf=60)
+    params = BoostParams(n_trees=3, max_depth=4, min_samples_leaf=60, subsample=0.8, max_bin=32)
     plain, _ = train_local(active, passives, params)
     model, _ = train_local(active, passives, params, protocol, options=options)
     assert federated_descriptions(model) == federated_descriptions(plain)

@@ -15,7 +15,7 @@ from teeboost.transport.transcript import NOTE, RECEIVED, SENT, read_transcript
 def test_transcript_holds_the_active_party_view(tmp_path, small_credit):
     active, passives = small_credit
     path = tmp_path / "run.tbt"
-    model, run = train_local(active, passives, BoostParams(n_trees=2), transcript=path)
+    model, run = train_local(active, passives, BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32), transcript=path)
     records = list(read_transcript(path))
     kinds = Counter((r.kind, type(r.message).__name__) for r in records)
     assert kinds[(NOTE, "GradientsNote")] == 2 and kinds[(NOTE, "TreeNote")] == 2
@@ -35,5 +35,5 @@ def test_failed_run_leaves_no_transcript(tmp_path, small_credit):
     path = tmp_path / "run.tbt"
     broken = replace(passives[0].take(np.arange(passives[0].n_rows - 1)), ids=None)
     with pytest.raises(DataError, match="rows are matched by position"):
-        train_local(replace(active, ids=None), [broken], BoostParams(n_trees=1), transcript=path)
+        train_local(replace(active, ids=None), [broken], BoostParams(n_trees=1, max_depth=3, subsample=0.8, max_bin=32), transcript=path)
     assert not path.exists() and not (tmp_path / "run.tbt.partial").exists()

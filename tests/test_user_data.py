@@ -20,9 +20,11 @@ from teeboost.estimator import party_features
 from teeboost.federation import train_local
 from teeboost.row_matching import train_test_rows
 
+from .helpers import SMALL_ESTIMATOR, SMALL_FLAGS
+
 
 def train(tmp_path, capsys, *argv):
-    code = main(["train", "--json", "--n-trees", "3", "--model-dir", str(tmp_path / "model"), *argv])
+    code = main(["train", *SMALL_FLAGS, "--json", "--n-trees", "3", "--model-dir", str(tmp_path / "model"), *argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -177,7 +179,7 @@ def test_single_row_is_scored_from_python():
     frame = load_iris(as_frame=True).frame
     frame["target"] = (frame["target"] == 1).astype(int)
     active, passives = split_columns(frame, [["petal length (cm)", "petal width (cm)"]], label="target")
-    model = VerticalBoostClassifier(n_trees=3).fit(active, passives)
+    model = VerticalBoostClassifier(n_trees=3, max_depth=3, subsample=0.8, max_bin=32).fit(active, passives)
     one_active, one_passives = split_columns(frame.head(1), [["petal length (cm)", "petal width (cm)"]], label="target")
     proba = model.predict_proba(one_active, one_passives)
     assert proba.shape == (1, 2) and np.allclose(proba, model.predict_proba(active, passives)[:1])
@@ -188,11 +190,11 @@ def test_objective_inference_keeps_bucketed_targets_regression():
     x = rng.normal(size=600)
     frame = pd.DataFrame({"x": x, "z": rng.normal(size=600), "amount": np.clip(np.round(x * 2 + 5), 1, 10) * 100})
     active, passives = split_columns(frame, [["z"]], label="amount")
-    model, _ = train_local(active, passives, BoostParams(n_trees=2))
+    model, _ = train_local(active, passives, BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32))
     assert model.active.ensemble.objective == "regression"  # 10 bucket values, not 10 classes
     codes = frame.assign(amount=(x > 0).astype(int) + (x > 1).astype(int))
     active, passives = split_columns(codes, [["z"]], label="amount")
-    model, _ = train_local(active, passives, BoostParams(n_trees=2))
+    model, _ = train_local(active, passives, BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32))
     assert model.active.ensemble.objective == "multiclass"  # class codes 0, 1, 2
 
 
@@ -202,15 +204,15 @@ def test_classifier_and_regressor_mismatch_is_named_before_training():
     active, passives = split_columns(frame, [["z"]], label="amount")
     seen = []
     with pytest.raises(DataError, match="holds continuous values .* use VerticalBoostRegressor"):
-        VerticalBoostClassifier(on_tree=seen.append).fit(active, passives)
+        VerticalBoostClassifier(on_tree=seen.append, **SMALL_ESTIMATOR).fit(active, passives)
     assert seen == []  # nothing was trained
     text = frame.assign(amount=np.where(frame["amount"] > 0, "high", "low"))
     active, passives = split_columns(text, [["z"]], label="amount")
     with pytest.raises(DataError, match="holds text .* use VerticalBoostClassifier"):
-        VerticalBoostRegressor().fit(active, passives)
+        VerticalBoostRegressor(**SMALL_ESTIMATOR).fit(active, passives)
     rating = frame.assign(amount=rng.integers(1, 11, size=80))
     active, passives = split_columns(rating, [["z"]], label="amount")
-    assert VerticalBoostClassifier(n_trees=1).fit(active, passives).model_.active.ensemble.objective == "multiclass"
+    assert VerticalBoostClassifier(n_trees=1, max_depth=3, subsample=0.8, max_bin=32).fit(active, passives).model_.active.ensemble.objective == "multiclass"
 
 
 def test_warnings_are_python_warnings_in_the_library():
@@ -218,7 +220,7 @@ def test_warnings_are_python_warnings_in_the_library():
     active, passives = split_columns(frame, [["z"]], label="y")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, _ = train_local(active, passives, BoostParams(n_trees=1))
+        model, _ = train_local(active, passives, BoostParams(n_trees=1, max_depth=3, subsample=0.8, max_bin=32))
     assert [str(w.message) for w in caught if w.category is DataWarning] == [
         "dropped columns no split can use, they stay out of the model: <DataFrame> (active party): 'c' (constant 1)"]
     assert model.active.feature_names == ["x"]

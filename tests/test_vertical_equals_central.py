@@ -27,7 +27,7 @@ def central(active, passives, params, objective, n_classes=2, y=None):
 ], ids=["all-rows", "subsample", "xgboost-regularised"])
 def test_binary_vertical_equals_central(small_credit, subsample, extra):
     active, passives = small_credit
-    params = BoostParams(n_trees=4, max_depth=4, subsample=subsample, random_state=7, **extra)
+    params = BoostParams(n_trees=4, max_depth=4, subsample=subsample, random_state=7, max_bin=32, **extra)
     model, _ = train_local(active, passives, params)
     central_trees, central_pred = central(active, passives, params, "binary")
     assert federated_descriptions(model) == central_trees
@@ -44,7 +44,7 @@ def test_three_passive_parties_multiclass(credit_frame):
     groups = [["age", "MonthlyIncome"], ["NumberOfDependents", "NumberOfOpenCreditLinesAndLoans"],
               ["NumberRealEstateLoansOrLines", "NumberOfTimes90DaysLate"]]
     active, passives = split_columns(frame, groups, label="risk_class", id_column="id")
-    params = BoostParams(n_trees=3, max_depth=3, subsample=0.9, min_samples_leaf=5)
+    params = BoostParams(n_trees=3, max_depth=3, subsample=0.9, min_samples_leaf=5, max_bin=32)
     model, _ = train_local(active, passives, params)
     assert model.active.ensemble.objective == "multiclass"
     assert len(model.active.ensemble.trees) == 9  # one tree per class per round
@@ -60,7 +60,7 @@ def test_regression_vertical_equals_central(credit_frame):
     frame = frame.dropna(subset=["MonthlyIncome"])
     frame["log_income"] = np.log1p(frame.pop("MonthlyIncome"))
     active, passives = split_columns(frame, [["age", "NumberOfDependents"]], label="log_income", id_column="id")
-    params = BoostParams(n_trees=3, max_depth=3, subsample=1.0)
+    params = BoostParams(n_trees=3, max_depth=3, subsample=1.0, max_bin=32)
     model, _ = train_local(active, passives, params)
     assert model.active.ensemble.objective == "regression"
     central_trees, central_pred = central(active, passives, params, "regression")

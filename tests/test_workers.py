@@ -37,8 +37,8 @@ SCRIPT = textwrap.dedent(f"""
     frame.insert(0, "cid", range(len(frame)))
     active, passive = split_columns(frame, [["age", "MonthlyIncome"]], label="SeriousDlqin2yrs", id_column="cid")
     options = ProtocolOptions(key_bits=512, insecure_key_bits=True, crypto_workers=2)
-    model = VerticalBoostClassifier(protocol=sys.argv[1], n_trees=2, max_depth=2, options=options,
-                                    allow_simulated_tee=True).fit(active, passive)
+    model = VerticalBoostClassifier(protocol=sys.argv[1], n_trees=2, max_depth=2, subsample=0.8, max_bin=32,
+                                    options=options, allow_simulated_tee=True).fit(active, passive)
     print(model.predict_proba(active, passive)[:3])
 """)
 

@@ -19,6 +19,8 @@ from teeboost.federation import FederatedModel
 
 from . import trained_models as tm
 
+from .helpers import SMALL_FLAGS
+
 
 def exported(trained: tm.Trained) -> xgb.Booster:
     """Each party's part through JSON text (as it would travel), merged, loaded by XGBoost."""
@@ -158,7 +160,7 @@ def test_three_parties_predict_the_same():
 
 def test_export_cli_end_to_end_on_a_trained_model_dir(tmp_path, capsys):
     model_dir = tmp_path / "model"
-    assert main(["train", "--json", "--n-trees", "4", "--model-dir", str(model_dir)]) == 0
+    assert main(["train", *SMALL_FLAGS, "--json", "--n-trees", "4", "--model-dir", str(model_dir)]) == 0
     capsys.readouterr()
     assert main(["export", str(model_dir), "--part", str(tmp_path / "active.json"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["party"] == "active"
@@ -212,7 +214,7 @@ def test_parts_of_different_models_are_refused(credit_parties):
 
     active, (passive,) = credit_parties
     rows = np.arange(4000)
-    params = BoostParams(n_trees=3, max_depth=3)
+    params = BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32)
     first, _ = train_local(active.take(rows), [passive.take(rows)], params)
     revised = passive.take(rows)
     age = revised.feature_names.index("age")

@@ -145,7 +145,7 @@ def test_non_ascii_and_number_categories_are_refused_raw_and_recoded_exactly():
     train = np.arange(2000)
     active, passives = split_columns(frame, [["city", "level"]], label="y", id_column="id")
     model, _ = train_local(active.take(train), [p.take(train) for p in passives],
-                           BoostParams(n_trees=6, max_depth=3), "plain", options=tm.SIMULATED)
+                           BoostParams(n_trees=6, max_depth=3, subsample=0.8, max_bin=32), "plain", options=tm.SIMULATED)
     document = export_xgboost(model)
     assert "M\\xfcnchen" in recode(frame, document)["city"].cat.categories
     booster = tm.load_booster(document)

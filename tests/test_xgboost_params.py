@@ -21,10 +21,10 @@ from teeboost.errors import AttestationError, ProtocolError
 from teeboost.federation import train_local
 from teeboost.protocols.enclave import messages as em
 
-from .helpers import federated_descriptions, split_descriptions
+from .helpers import SMALL, federated_descriptions, split_descriptions
 
 PARAMS = BoostParams(n_trees=3, max_depth=3, reg_alpha=0.5, max_delta_step=0.3, colsample_bytree=0.5,
-                     random_state=3)
+                     random_state=3, subsample=0.8, max_bin=32)
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
 OPTIONS = {
     "secureboost": ProtocolOptions(key_bits=768, insecure_key_bits=True, crypto_workers=1),
@@ -61,8 +61,8 @@ def test_params_resolve_into_the_criteria():
     criteria = SplitCriteria.from_params(PARAMS)
     assert (criteria.reg_alpha, criteria.max_delta_step, criteria.colsample_bytree, criteria.column_seed) == \
         (0.5, 0.3, 0.5, 3)
-    assert SplitCriteria.from_params(BoostParams(objective="poisson")).max_delta_step == 0.7
-    assert SplitCriteria.from_params(BoostParams(objective="poisson", max_delta_step=0)).max_delta_step == 0.0
+    assert SplitCriteria.from_params(BoostParams(objective="poisson", **SMALL)).max_delta_step == 0.7
+    assert SplitCriteria.from_params(BoostParams(objective="poisson", max_delta_step=0, **SMALL)).max_delta_step == 0.0
     assert len(criteria.as_tuple()) == N_CRITERIA
     assert SplitCriteria.from_tuple(criteria.as_tuple()) == criteria
 
@@ -173,7 +173,7 @@ def test_three_passive_parties_multiclass_equals_central(credit_frame):
               ["NumberRealEstateLoansOrLines", "NumberOfTimes90DaysLate"]]
     active, passives = split_columns(frame, groups, label="risk_class", id_column="id")
     params = BoostParams(n_trees=3, max_depth=3, subsample=0.9, colsample_bytree=0.6, reg_alpha=0.2,
-                         max_delta_step=0.8, random_state=11)
+                         max_delta_step=0.8, random_state=11, max_bin=32)
     model, _ = train_local(active, passives, params)
     trees, prediction = central(active, passives, params, "multiclass", 3)
     assert federated_descriptions(model) == trees
@@ -182,7 +182,7 @@ def test_three_passive_parties_multiclass_equals_central(credit_frame):
 
 def test_central_refuses_party_widths_that_do_not_add_up():
     with pytest.raises(ValueError, match="do not add up"):
-        train_central(np.zeros((10, 3)), np.arange(10) % 2, BoostParams(n_trees=1), "binary", party_features=[1, 1])
+        train_central(np.zeros((10, 3)), np.arange(10) % 2, BoostParams(n_trees=1, max_depth=3, subsample=0.8, max_bin=32), "binary", party_features=[1, 1])
 
 
 # ---------------------------------------------------------------- against XGBoost

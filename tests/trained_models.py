@@ -55,13 +55,13 @@ def _credit() -> pd.DataFrame:
 @lru_cache(maxsize=None)
 def credit_binary(protocol: str = "plain") -> Trained:
     return _train(_credit(), [GIVE_ME_SOME_CREDIT_PASSIVE], GIVE_ME_SOME_CREDIT_LABEL,
-                  BoostParams(n_trees=10, max_depth=4), protocol)
+                  BoostParams(n_trees=10, max_depth=4, subsample=0.8, max_bin=32), protocol)
 
 
 @lru_cache(maxsize=None)
 def credit_strict() -> Trained:
     return _train(_credit(), [GIVE_ME_SOME_CREDIT_PASSIVE], GIVE_ME_SOME_CREDIT_LABEL,
-                  BoostParams(n_trees=2, max_depth=2), "strict", n_train=1500)
+                  BoostParams(n_trees=2, max_depth=2, subsample=0.8, max_bin=32), "strict", n_train=1500)
 
 
 @lru_cache(maxsize=None)
@@ -69,7 +69,7 @@ def credit_two_passives() -> Trained:
     """Three parties: the active one, demographics, credit lines."""
     passives = [["age", "MonthlyIncome", "NumberOfDependents"],
                 ["NumberOfOpenCreditLinesAndLoans", "NumberRealEstateLoansOrLines", "DebtRatio"]]
-    return _train(_credit(), passives, GIVE_ME_SOME_CREDIT_LABEL, BoostParams(n_trees=8, max_depth=4))
+    return _train(_credit(), passives, GIVE_ME_SOME_CREDIT_LABEL, BoostParams(n_trees=8, max_depth=4, subsample=0.8, max_bin=32))
 
 
 @lru_cache(maxsize=None)
@@ -78,7 +78,7 @@ def credit_multiclass() -> Trained:
     frame = _credit().drop(columns=[GIVE_ME_SOME_CREDIT_LABEL])
     frame["late"] = np.minimum(frame.pop("NumberOfTime30-59DaysPastDueNotWorse"), 2)
     return _train(frame, [GIVE_ME_SOME_CREDIT_PASSIVE], "late",
-                  BoostParams(n_trees=6, max_depth=3, objective="multiclass"))
+                  BoostParams(n_trees=6, max_depth=3, objective="multiclass", subsample=0.8, max_bin=32))
 
 
 @lru_cache(maxsize=None)
@@ -87,7 +87,7 @@ def credit_regression() -> Trained:
     frame = _credit().drop(columns=[GIVE_ME_SOME_CREDIT_LABEL])
     frame = frame[frame["age"] > 0]
     return _train(frame, [[c for c in GIVE_ME_SOME_CREDIT_PASSIVE if c != "age"]], "age",
-                  BoostParams(n_trees=10, max_depth=4, objective="regression"))
+                  BoostParams(n_trees=10, max_depth=4, objective="regression", subsample=0.8, max_bin=32))
 
 
 @lru_cache(maxsize=None)
@@ -96,20 +96,20 @@ def credit_poisson() -> Trained:
     frame = _credit().drop(columns=[GIVE_ME_SOME_CREDIT_LABEL])
     frame = frame[frame["NumberOfDependents"].notna()]
     return _train(frame, [[c for c in GIVE_ME_SOME_CREDIT_PASSIVE if c != "NumberOfDependents"]],
-                  "NumberOfDependents", BoostParams(n_trees=10, max_depth=4, objective="poisson"))
+                  "NumberOfDependents", BoostParams(n_trees=10, max_depth=4, objective="poisson", subsample=0.8, max_bin=32))
 
 
 @lru_cache(maxsize=None)
 def credit_one_party() -> Trained:
     """Every feature at the active party: its players are exactly XGBoost's features."""
-    return _train(_credit(), [], GIVE_ME_SOME_CREDIT_LABEL, BoostParams(n_trees=10, max_depth=4), n_train=3000)
+    return _train(_credit(), [], GIVE_ME_SOME_CREDIT_LABEL, BoostParams(n_trees=10, max_depth=4, subsample=0.8, max_bin=32), n_train=3000)
 
 
 @lru_cache(maxsize=None)
 def credit_one_party_multiclass() -> Trained:
     frame = _credit().drop(columns=[GIVE_ME_SOME_CREDIT_LABEL])
     frame["late"] = np.minimum(frame.pop("NumberOfTime30-59DaysPastDueNotWorse"), 2)
-    return _train(frame, [], "late", BoostParams(n_trees=5, max_depth=3, objective="multiclass"), n_train=3000)
+    return _train(frame, [], "late", BoostParams(n_trees=5, max_depth=3, objective="multiclass", subsample=0.8, max_bin=32), n_train=3000)
 
 
 @lru_cache(maxsize=None)
@@ -121,13 +121,13 @@ def diamonds_frame() -> pd.DataFrame:
 @lru_cache(maxsize=None)
 def diamonds_categorical() -> Trained:
     """Text grades as categories: cut at the active party, color and clarity at the lab."""
-    return _train(diamonds_frame().copy(), [DIAMONDS_PASSIVE], DIAMONDS_LABEL, BoostParams(n_trees=10, max_depth=4))
+    return _train(diamonds_frame().copy(), [DIAMONDS_PASSIVE], DIAMONDS_LABEL, BoostParams(n_trees=10, max_depth=4, subsample=0.8, max_bin=32))
 
 
 @lru_cache(maxsize=None)
 def categorical_with_other_and_missing() -> Trained:
     """A passive categorical column with rare categories sharing "other", and missing values."""
-    return _train(shops_frame().copy(), [["shop", "z"]], "y", BoostParams(n_trees=8, max_depth=3), n_train=4000)
+    return _train(shops_frame().copy(), [["shop", "z"]], "y", BoostParams(n_trees=8, max_depth=3, subsample=0.8, max_bin=32), n_train=4000)
 
 
 @lru_cache(maxsize=None)

@@ -17,7 +17,9 @@ def add_bench(sub) -> None:
     bench.add_argument("--protocols", nargs="+", default=["xgboost", "plain", "secureboost", "ntee", "onetee", "strict"],
                        choices=["xgboost", "plain", "secureboost", "ntee", "onetee", "strict"],
                        help="protocols to compare (xgboost: centralised, the floor)")
-    bench.add_argument("--n-trees", type=int, default=5, help="trees per run")
+    bench.add_argument("--n-trees", type=int, default=5,
+                       help="trees per run (the benchmarks' small workload: depth 3, subsample 0.8, 32 bins; "
+                            "training's defaults are XGBoost's 100 trees x depth 6 x 256 bins)")
     bench.add_argument("--passive-parties", type=int, default=1, help="split the passive columns among this many parties")
     bench.add_argument("--extra-features", type=int, default=0, help="add noisy copies of passive columns")
     bench.add_argument("--scheme", choices=("paillier", "ou"), nargs="+", default=["paillier"],

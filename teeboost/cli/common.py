@@ -128,6 +128,14 @@ class _Progress:
             self.bar.close()
 
 
+def _params_line(params: dict[str, Any]) -> str:
+    """"XGBoost's defaults except n_trees=5, max_depth=3": what a reader compares with XGBoost."""
+    whose = "XGBoost's defaults" if params["defaults"] == "xgboost" else f"{params['defaults']} defaults"
+    if not params["changed"]:
+        return whose
+    return f"{whose} except " + ", ".join(f"{k}={v}" for k, v in params["changed"].items())
+
+
 def _print_report(report: dict[str, Any]) -> None:
     value = "n/a (no held-out rows)" if report["value"] is None else f"{report['value']:.4f}"
     print(f"protocol        {report['protocol']}")
@@ -140,6 +148,8 @@ def _print_report(report: dict[str, Any]) -> None:
         if columns is not None:
             print(f"  {name:<13} {len(columns)} features: {', '.join(columns)}")
     print(f"trees           {report['n_trees']}")
+    if report.get("params"):
+        print(f"parameters      {_params_line(report['params'])}")
     print(f"held-out {report['metric']:<6} {value}")
     print(f"train time      {report['train_seconds']:.3f} s")
     if report.get("phases"):

@@ -45,7 +45,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--categorical", action="append", metavar="A,B,...",
                       help="columns to treat as categories even though they hold numbers (e.g. codes); "
                            "text columns are categorical anyway")
-    train = parser.add_argument_group("training")
+    train = parser.add_argument_group("training (defaults are XGBoost's)")
     train.add_argument("--protocol", default="plain", choices=_CONTRACT_PROTOCOLS,
                        help="how the parties protect what they exchange: plain (not at all, the reference), "
                             "secureboost (homomorphic encryption), ntee, onetee, strict (enclaves)")
@@ -309,7 +309,10 @@ def _load_parties(args: argparse.Namespace) -> tuple[PartyData, list[PartyData]]
 
 
 def _demo_defaults() -> argparse.Namespace:
-    """Every training option at its default, as ``demo --in-memory`` trains."""
+    """Every training option at its default but the demo's small settings, as ``demo
+    --in-memory`` trains (it says so)."""
+    from ..param_defaults import demo_flags
+
     probe = argparse.ArgumentParser()
     _add_training_options(probe)
-    return probe.parse_args(["--allow-simulated-tee"])  # the demo says so
+    return probe.parse_args(["--allow-simulated-tee", *demo_flags()])  # the demo says so

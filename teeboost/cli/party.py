@@ -61,11 +61,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
         return run_demo(args.workdir, as_json=args.json)
     from teeboost.protocols.registry import PROTOCOLS
+    from ..param_defaults import DEMO_SETTINGS_TEXT
     from .options import _demo_defaults
     from .train import _run_training
 
     print("teeboost demo: Give Me Some Credit sample (bundled), one active and one passive party, "
-          "in-memory federation", file=sys.stderr)
+          f"in-memory federation; {DEMO_SETTINGS_TEXT}", file=sys.stderr)
     demo_args = argparse.Namespace(**{**vars(_demo_defaults()), "model_dir": args.model_dir, "json": args.json})
     started = time.perf_counter()
     reports = []
@@ -74,7 +75,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         demo_args.model_dir = args.model_dir / protocol
         reports.append(_run_training(demo_args))
     if args.json:
-        print(json.dumps({"demo": reports, "seconds": round(time.perf_counter() - started, 3)}))
+        print(json.dumps({"settings": DEMO_SETTINGS_TEXT, "demo": reports,
+                          "seconds": round(time.perf_counter() - started, 3)}))
         return 0
     for report in reports:
         _print_report(report)

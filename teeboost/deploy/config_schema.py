@@ -220,7 +220,7 @@ TABLES: tuple[Table, ...] = (
         Key("address", "string", 'where it listens ("host:port")', kind=str),
     ), role="active", array=True),
     Table("training", "The run the active party starts: protocol, held-out share and any training parameter "
-                      "(XGBoost's names are accepted too).", (
+                      "(XGBoost's names are accepted too; the defaults are XGBoost's).", (
         Key("protocol", "string", "plain, secureboost, ntee, onetee or strict (docs/tee-protocols.md)", "plain",
             kind=str),
         Key("test_size", "number", "share of the shared rows held out and scored after training", 0.3, kind=float),

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..datasets import GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL
 from ..errors import TeeboostError
+from ..param_defaults import DEMO_SETTINGS, DEMO_SETTINGS_TEXT
 from ..tee.identity import PartyIdentity
 from ..tee.simulated import SimulatedPlatform
 from ..transport.tls import create_federation_certs
@@ -50,7 +51,8 @@ def _table(name: str, values: dict) -> str:
 def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0,
                      training: dict | None = None, rows: int | None = None) -> dict[str, Path]:
     """Data files, certificates, platforms and configs of a loopback federation (on the first
-    ``rows`` rows of the bundled sample; all by default)."""
+    ``rows`` rows of the bundled sample; all by default). The active party's [training] holds
+    the demo's small settings (``DEMO_SETTINGS``), which ``training`` overrides key by key."""
     workdir.mkdir(parents=True, exist_ok=True)
     # ids overlap partly: each party misses a different 5% of the rows, and orders them its own way
     frames = party_frames(n_passive, seed=overlap_seed, rows=rows)
@@ -83,7 +85,8 @@ def write_federation(workdir: Path, n_passive: int = 1, *, overlap_seed: int = 0
         text += _table("policy", {"protocols": list(PROTOCOLS), "max_bits_per_row_per_day": 256}
                        if k else {"protocols": list(PROTOCOLS)})
         if k == 0:  # nodes of at least 20 rows: the passive party's default floor (k)
-            text += _table("training", {"protocol": "plain", "min_samples_leaf": 20, **(training or {})})
+            text += _table("training", {"protocol": "plain", "min_samples_leaf": 20, **DEMO_SETTINGS,
+                                        **(training or {})})
         configs[name] = workdir / f"{name}.toml"
         configs[name].write_text(text)
     return configs
@@ -116,6 +119,7 @@ def run_demo(workdir: Path | None = None, *, protocols=PROTOCOLS, as_json: bool 
     say = (lambda *a: None) if as_json else (lambda *a: print(*a, file=sys.stderr, flush=True))
     say(f"teeboost demo: federation in {workdir}: one active and one passive party, each its own OS process, "
         "gRPC with mutual TLS on 127.0.0.1; enclaves on the simulated backend")
+    say(f"  training: {DEMO_SETTINGS_TEXT}")
     configs = write_federation(workdir)
     process, address = start_passive(configs["passive-1"], workdir / "passive-1.address", workdir / "passive-1.log")
     reports = []
@@ -150,11 +154,13 @@ def run_demo(workdir: Path | None = None, *, protocols=PROTOCOLS, as_json: bool 
         except subprocess.TimeoutExpired:
             process.kill()
     if as_json:
-        print(json.dumps({"workdir": str(workdir), "demo": reports, "prediction": predicted}))
+        print(json.dumps({"workdir": str(workdir), "settings": DEMO_SETTINGS_TEXT, "demo": reports,
+                          "prediction": predicted}))
         return 0
     psi = reports[0]["psi"]
     print(f"PSI (ristretto255): active {psi['active_ids']} ids, passive {psi['passive_ids']['1']} ids, "
           f"intersection {psi['intersection']} rows, {psi['seconds']:.2f} s")
+    print(f"training: {DEMO_SETTINGS_TEXT}")
     print(f"{'protocol':<12} {'held-out ' + reports[0]['metric']:>13} {'train s':>8} {'MB on wire':>11}  transport")
     for r in reports:
         extra = f", enclaves {r['enclaves'].split(' (')[0]}" if r.get("enclaves") else ""

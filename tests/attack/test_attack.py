@@ -19,6 +19,8 @@ from teeboost.core.binning import fit_bins
 from teeboost.data import split_columns
 from teeboost.federation import train_local
 
+from ..helpers import SMALL_FLAGS
+
 
 def attack_tiny(tmp_path, frame, label, params, protocol="plain"):
     active, passives = split_columns(frame, [["secret"]], label=label)
@@ -33,7 +35,7 @@ def attack_tiny(tmp_path, frame, label, params, protocol="plain"):
 def test_three_sample_example_is_recovered_exactly(tmp_path):
     """Three samples, distinct gradients: each bin's gradient sum names its sample."""
     frame = pd.DataFrame({"own": [1.0, 2.0, 3.0], "secret": [30.0, 10.0, 20.0], "y": [1.0, 2.0, 4.0]})
-    params = BoostParams(objective="regression", n_trees=1, max_depth=1, subsample=1.0, min_child_weight=0.0)
+    params = BoostParams(objective="regression", n_trees=1, max_depth=1, subsample=1.0, min_child_weight=0.0, max_bin=32)
     posterior, bins, values = attack_tiny(tmp_path, frame, "y", params)
     assert posterior.determined().all()
     assert posterior.probabilities.argmax(axis=1).tolist() == bins.tolist() == [2, 0, 1]
@@ -44,7 +46,7 @@ def test_three_sample_example_is_recovered_exactly(tmp_path):
 def test_exchangeable_samples_cannot_be_told_apart(tmp_path):
     """Same label, same node, same gradients: the sums say how many are in each bin, not which."""
     frame = pd.DataFrame({"own": [1.0, 2.0, 3.0, 4.0], "secret": [10.0, 20.0, 10.0, 20.0], "y": [0, 0, 1, 1]})
-    params = BoostParams(n_trees=1, max_depth=1, subsample=1.0, min_child_weight=0.0, min_samples_leaf=2)
+    params = BoostParams(n_trees=1, max_depth=1, subsample=1.0, min_child_weight=0.0, min_samples_leaf=2, max_bin=32)
     posterior, bins, values = attack_tiny(tmp_path, frame, "y", params)
     assert not posterior.determined().any()
     assert np.allclose(posterior.probabilities[:, :2], 0.5)  # each sample: either bin, equally likely
@@ -54,7 +56,7 @@ def test_exchangeable_samples_cannot_be_told_apart(tmp_path):
 def test_plain_transcript_orders_samples(tmp_path, small_credit):
     active, passives = small_credit
     path = tmp_path / "run.tbt"
-    train_local(active, passives, BoostParams(n_trees=5), transcript=path)
+    train_local(active, passives, BoostParams(n_trees=5, max_depth=3, subsample=0.8, max_bin=32), transcript=path)
     posterior = infer_bins(read_view(path), party=1, feature=0)
     bins = fit_bins(passives[0].features, 32).transform(passives[0].features)[:, 0].astype(int)
     assert recovery(posterior, bins, passives[0].features[:, 0])["spearman"] > 0.5
@@ -74,7 +76,7 @@ def test_guessing_methods_known_answers():
 
 def test_attack_cli_json_contract_and_files(tmp_path, capsys):
     out = tmp_path / "attack"
-    code = main(["attack", "--protocol", "plain", "--target", "age:1,2", "--target", "MonthlyIncome:500,1000",
+    code = main(["attack", *SMALL_FLAGS, "--protocol", "plain", "--target", "age:1,2", "--target", "MonthlyIncome:500,1000",
                  "--n-trees", "2", "--out", str(out), "--json"])
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
@@ -94,7 +96,7 @@ def test_attack_cli_json_contract_and_files(tmp_path, capsys):
 
 def test_upper_bound_rows_are_named_so_in_the_csv(tmp_path, capsys):
     out = tmp_path / "attack"
-    assert main(["attack", "--protocol", "plain", "--target", "age:2", "--n-trees", "1", "--upper-bound",
+    assert main(["attack", *SMALL_FLAGS, "--protocol", "plain", "--target", "age:2", "--n-trees", "1", "--upper-bound",
                  "--out", str(out)]) == 0
     assert "true bin order (upper bound)" in capsys.readouterr().out
     with open(out / "results.csv", encoding="utf-8") as handle:
@@ -106,7 +108,7 @@ def test_upper_bound_rows_are_named_so_in_the_csv(tmp_path, capsys):
 
 def test_every_row_is_scored_and_missing_values_are_reported_apart(tmp_path, small_credit):
     active, passives = small_credit
-    report = run_attack(active, passives, [AttackTarget("MonthlyIncome", (1000.0,))], BoostParams(n_trees=3),
+    report = run_attack(active, passives, [AttackTarget("MonthlyIncome", (1000.0,))], BoostParams(n_trees=3, max_depth=3, subsample=0.8, max_bin=32),
                         "plain", out_dir=tmp_path)
     income = passives[0].features[:, passives[0].feature_names.index("MonthlyIncome")]
     trained = np.sort(np.random.default_rng(0).permutation(active.n_rows)[: active.n_rows // 2])
@@ -128,7 +130,7 @@ def test_inference_never_reads_ground_truth(tmp_path, small_credit, monkeypatch)
 
     assert set(inspect.signature(infer_orders).parameters) == {"view", "party", "public", "targets", "known"}
     active, passives = small_credit
-    params = BoostParams(n_trees=12, max_depth=4)
+    params = BoostParams(n_trees=12, max_depth=4, subsample=0.8, max_bin=32)
     options = ProtocolOptions(allow_simulated_tee=True)
     seen = []
 
@@ -158,7 +160,7 @@ def test_inference_never_reads_ground_truth(tmp_path, small_credit, monkeypatch)
 
 def test_sweep_plots_leakage_against_model_size_for_each_protocol(tmp_path, capsys):
     out = tmp_path / "sweep"
-    assert main(["attack", "--protocols", "plain,ntee", "--allow-simulated-tee", "--sweep", "1x2,2x2",
+    assert main(["attack", *SMALL_FLAGS, "--protocols", "plain,ntee", "--allow-simulated-tee", "--sweep", "1x2,2x2",
                  "--target", "age:2", "--out", str(out), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert [(r["protocol"], r["n_trees"]) for r in printed["reports"]] == [("plain", 1), ("plain", 2), ("ntee", 1),
@@ -170,10 +172,10 @@ def test_sweep_plots_leakage_against_model_size_for_each_protocol(tmp_path, caps
 def test_sweep_and_transcript_do_not_mix(tmp_path, capsys):
     transcript = tmp_path / "run.tbt"
     transcript.write_bytes(b"x")
-    assert main(["attack", "--sweep", "1x2,2x2", "--transcript", str(transcript), "--target", "age:2",
+    assert main(["attack", *SMALL_FLAGS, "--sweep", "1x2,2x2", "--transcript", str(transcript), "--target", "age:2",
                  "--out", str(tmp_path)]) == 2
     assert "--transcript attacks one recorded run" in capsys.readouterr().err
-    assert main(["attack", "--sweep", "1x2,two", "--target", "age:2", "--out", str(tmp_path)]) == 2
+    assert main(["attack", *SMALL_FLAGS, "--sweep", "1x2,two", "--target", "age:2", "--out", str(tmp_path)]) == 2
     assert "TREESxDEPTH" in capsys.readouterr().err
 
 
@@ -194,13 +196,13 @@ def test_plots_stay_legible_for_column_names_no_installed_font_draws(tmp_path):
 
 
 def test_attack_refuses_a_non_passive_target(tmp_path, capsys):
-    assert main(["attack", "--protocol", "plain", "--target", "DebtRatio:1", "--out", str(tmp_path)]) == 2
+    assert main(["attack", *SMALL_FLAGS, "--protocol", "plain", "--target", "DebtRatio:1", "--out", str(tmp_path)]) == 2
     assert "not a passive party's column" in capsys.readouterr().err
 
 
 def test_a_sweep_resumes_from_its_transcripts_and_refuses_other_parameters(tmp_path, capsys):
     out = tmp_path / "sweep"
-    base = ["attack", "--protocol", "plain", "--target", "age:2", "--n-trees", "2", "--out", str(out), "--json"]
+    base = ["attack", *SMALL_FLAGS, "--protocol", "plain", "--target", "age:2", "--n-trees", "2", "--out", str(out), "--json"]
     assert main(base) == 0
     first = json.loads(capsys.readouterr().out)["reports"][0]
     assert main(base + ["--reuse-transcripts"]) == 0
@@ -208,7 +210,7 @@ def test_a_sweep_resumes_from_its_transcripts_and_refuses_other_parameters(tmp_p
     assert again["transcript_reused"] and not again["transcript_written"]
     assert again["results"] == first["results"]
     (out / "transcript-plain-3x3.tbt").write_bytes((out / "transcript-plain-2x3.tbt").read_bytes())
-    assert main(["attack", "--protocol", "plain", "--target", "age:2", "--n-trees", "3", "--out", str(out),
+    assert main(["attack", *SMALL_FLAGS, "--protocol", "plain", "--target", "age:2", "--n-trees", "3", "--out", str(out),
                  "--reuse-transcripts"]) == 2
     assert "other parameters" in capsys.readouterr().err
 
@@ -218,14 +220,14 @@ def test_a_public_sample_holding_attacked_rows_is_refused(tmp_path, capsys):
 
     aux = tmp_path / "aux.csv"
     load_give_me_some_credit().head(500)[["id", "age", "MonthlyIncome"]].to_csv(aux, index=False)
-    assert main(["attack", "--target", "age:2", "--aux", str(aux), "--out", str(tmp_path / "out")]) == 2
+    assert main(["attack", *SMALL_FLAGS, "--target", "age:2", "--aux", str(aux), "--out", str(tmp_path / "out")]) == 2
     assert "--aux shares" in capsys.readouterr().err
 
 
 def test_audits_into_one_directory_keep_each_others_rows(tmp_path, capsys):
     out = tmp_path / "audit"
     for trees in ("1", "2"):
-        assert main(["attack", "--target", "age:2", "--n-trees", trees, "--out", str(out), "--json"]) == 0
+        assert main(["attack", *SMALL_FLAGS, "--target", "age:2", "--n-trees", trees, "--out", str(out), "--json"]) == 0
         capsys.readouterr()
     with open(out / "results.csv", encoding="utf-8") as handle:
         assert {row["n_trees"] for row in csv.DictReader(handle)} == {"1", "2"}
@@ -235,7 +237,7 @@ def test_held_out_rows_routed_for_early_stopping_are_attacked_and_scored_apart(t
     """Early stopping routes the validation rows through every tree: each answer puts a row on
     one side of a passive cut, so those rows, never trained on, leak their order too."""
     active, passives = small_credit
-    params = BoostParams(n_trees=30, max_depth=5, early_stopping_rounds=100)
+    params = BoostParams(n_trees=30, max_depth=5, early_stopping_rounds=100, subsample=0.8, max_bin=32)
     report = run_attack(active, passives, [AttackTarget("age", (2.0,))], params, "ntee",
                         options=ProtocolOptions(allow_simulated_tee=True), out_dir=tmp_path, validation_size=0.25)
     assert report["n_held_out_rows"] == 375 and report["n_attacked_rows"] == 1125
@@ -249,7 +251,7 @@ def test_held_out_rows_routed_for_early_stopping_are_attacked_and_scored_apart(t
 
 def test_repeats_draw_new_splits_and_report_the_spread(tmp_path, capsys):
     out = tmp_path / "repeat"
-    assert main(["attack", "--protocols", "plain", "--sweep", "1x2,2x2", "--repeat", "2", "--target", "age:2",
+    assert main(["attack", *SMALL_FLAGS, "--protocols", "plain", "--sweep", "1x2,2x2", "--repeat", "2", "--target", "age:2",
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "over 2 seeds" in printed and "plain        2x2    age +-2:" in printed

@@ -40,7 +40,7 @@ def group_testing_auc(category_subsets: bool) -> float:
         names.append(f"probe{p}")
     active, passives = split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE + names], label=GIVE_ME_SOME_CREDIT_LABEL,
                                      id_column="id", categorical=names)
-    params = BoostParams(n_trees=50, max_depth=2, max_bin=64, category_subsets=category_subsets)
+    params = BoostParams(n_trees=50, max_depth=2, max_bin=64, category_subsets=category_subsets, subsample=0.8)
     model, _ = train_local(active, passives, params)
     passive = model.passives[0]
     left, seen = np.zeros(N), np.zeros(N)

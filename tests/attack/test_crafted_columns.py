@@ -43,7 +43,7 @@ from teeboost.federation import train_local
 
 N = 3000
 ID = GIVE_ME_SOME_CREDIT_ID
-MISSING_PARAMS = BoostParams(n_trees=20, max_depth=5, min_samples_leaf=20, category_subsets=False)
+MISSING_PARAMS = BoostParams(n_trees=20, max_depth=5, min_samples_leaf=20, category_subsets=False, subsample=0.8, max_bin=32)
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +205,7 @@ def test_copies_missing_at_groups_of_targets_still_leak(parties, tmp_path):
     targets = np.random.default_rng(0).choice(N, 300, replace=False)
     passive, crafted = craft_missing_copies(own, "age", targets, id_column=ID, group_size=10)
     assert all(rows.size == 10 for marks in crafted.columns.values() for rows in marks.values())
-    paths = train_and_save(active, passive, BoostParams(n_trees=20, max_depth=5), tmp_path)
+    paths = train_and_save(active, passive, BoostParams(n_trees=20, max_depth=5, subsample=0.8, max_bin=32), tmp_path)
     view = read_passive_host_view(paths, feature_names=crafted.feature_names, names=crafted.names)
     report = attack_report(view, crafted, own_columns(own), labels, known_label_rows(labels, crafted.targets))
     assert report.auc_attack >= 0.8, report.lines()
@@ -233,7 +233,7 @@ def test_category_groups_leak_through_gradient_sorted_masks_only(parties, tmp_pa
     targets = np.random.default_rng(11).choice(N, 570, replace=False)
     passive, crafted = craft_category_columns(own, targets, group_size=10, n_columns=40, max_bin=64, seed=11,
                                               id_column=ID)
-    params = BoostParams(n_trees=50, max_depth=2, max_bin=64, category_subsets=category_subsets)
+    params = BoostParams(n_trees=50, max_depth=2, max_bin=64, category_subsets=category_subsets, subsample=0.8)
     paths = train_and_save(active, passive, params, tmp_path, categorical=crafted.names)
     view = read_passive_host_view(paths, feature_names=crafted.feature_names, names=crafted.names)
     known = known_label_rows(labels, crafted.targets)

@@ -17,7 +17,7 @@ TEE = ProtocolOptions(allow_simulated_tee=True)
 # the seed paper's 1-TEE: rows and partitions reach passive parties in the clear, so the active
 # transcript shows what they saw (bins-once, the default, seals the same to them from the enclave)
 INDEX_SETS = ProtocolOptions(allow_simulated_tee=True, onetee_bins_once=False)
-PARAMS = BoostParams(n_trees=4, max_depth=3)
+PARAMS = BoostParams(n_trees=4, max_depth=3, subsample=0.8, max_bin=32)
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_secureboost_view_matches_onetee(tmp_path, synthetic):
     """Same trees, same clear announcements: the passive host's node sets do not depend on whether
     the gradients were encrypted or masked."""
     active, passives = synthetic
-    params = BoostParams(n_trees=2, max_depth=2)
+    params = BoostParams(n_trees=2, max_depth=2, subsample=0.8, max_bin=32)
     views = {}
     for protocol, options in (("secureboost", ProtocolOptions(scheme="ou", key_bits=1024, insecure_key_bits=True,
                                                               crypto_workers=1)),

@@ -147,7 +147,7 @@ def test_plain_transcript_pins_no_row_wrongly(tmp_path, small_credit):
     active, passives = small_credit
     rows = np.arange(1200)
     active, passives = active.take(rows), [p.take(rows) for p in passives]
-    params = BoostParams(n_trees=6, max_depth=4)
+    params = BoostParams(n_trees=6, max_depth=4, subsample=0.8, max_bin=32)
     path = tmp_path / "run.tbt"
     train_local(active, passives, params, transcript=path)
     view = read_view(path)

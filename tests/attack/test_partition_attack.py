@@ -106,7 +106,7 @@ def test_tee_transcripts_leak_the_order_of_a_passive_column(tmp_path, small_cred
     them (the residual leakage docs/attack.md reports at full size)."""
     active, passives = small_credit
     path = tmp_path / "run.tbt"
-    train_local(active, passives, BoostParams(n_trees=30, max_depth=5), protocol, transcript=path,
+    train_local(active, passives, BoostParams(n_trees=30, max_depth=5, subsample=0.8, max_bin=32), protocol, transcript=path,
                 options=ProtocolOptions(allow_simulated_tee=True))
     view = read_view(path)
     assert not view.histograms and all(s.feature == -1 for s in view.splits)

@@ -17,11 +17,11 @@ from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.errors import TeeboostError
 from teeboost.federation import train_local
 
-from ..helpers import federated_descriptions
+from ..helpers import SMALL_FLAGS, federated_descriptions
 
 pytest.importorskip("ray")
 
-PARAMS = BoostParams(n_trees=2, max_depth=3)
+PARAMS = BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32)
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
 SMALL_KEY = dict(key_bits=1024, insecure_key_bits=True)
 VARIANTS = {
@@ -129,8 +129,8 @@ def test_the_estimator_trains_and_predicts_on_ray(small_credit, ray_backend, tmp
     from teeboost import VerticalBoostClassifier
 
     active, passives = _data(small_credit, 800)
-    local = VerticalBoostClassifier(n_estimators=2).fit(active, passives)
-    on_ray = VerticalBoostClassifier(n_estimators=2, compute=_ray(ray_backend)).fit(active, passives)
+    local = VerticalBoostClassifier(n_estimators=2, max_depth=3, subsample=0.8, max_bin=32).fit(active, passives)
+    on_ray = VerticalBoostClassifier(n_estimators=2, compute=_ray(ray_backend), max_depth=3, subsample=0.8, max_bin=32).fit(active, passives)
     assert np.array_equal(on_ray.predict_proba(active, passives), local.predict_proba(active, passives))
     assert on_ray.report_["compute"].startswith("Ray at")
     on_ray.save(tmp_path / "model")  # the setting belongs to this machine and run, not to the model
@@ -144,6 +144,6 @@ def test_cli_trains_on_ray_and_says_so(tmp_path, capsys, ray_backend):
 
     from teeboost.cli import main
 
-    assert main(["train", "--json", "--compute", "ray", "--n-trees", "1", "--model-dir", str(tmp_path / "m")]) == 0
+    assert main(["train", *SMALL_FLAGS, "--json", "--compute", "ray", "--n-trees", "1", "--model-dir", str(tmp_path / "m")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["compute"].startswith("Ray at") and report["value"] > 0.6

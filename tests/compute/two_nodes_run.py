@@ -32,7 +32,7 @@ def main() -> None:
         backend = open_backend(compute)
         nodes = set(backend.pool(2).map(worker_node, [0.2] * 8))
         same = {}
-        params = BoostParams(n_trees=2, max_depth=3)
+        params = BoostParams(n_trees=2, max_depth=3, subsample=0.8, max_bin=32)
         for protocol, options in (("plain", ProtocolOptions()),
                                   ("secureboost", ProtocolOptions(key_bits=1024, insecure_key_bits=True))):
             local, _ = train_local(active, passives, params, protocol, options=options)

@@ -40,7 +40,7 @@ def test_a_strict_passive_enclave_refuses_a_copy_of_a_column_with_one_row_change
     frame.loc[frame.index[7], "age_copy"] = np.nan
     active, passives = split_columns(frame, [GIVE_ME_SOME_CREDIT_PASSIVE + ["age_copy"]],
                                      label=GIVE_ME_SOME_CREDIT_LABEL, id_column="id")
-    params = BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20)
+    params = BoostParams(n_trees=2, max_depth=2, min_samples_leaf=20, subsample=0.8, max_bin=32)
     options = ProtocolOptions(allow_simulated_tee=True)
     with pytest.raises(TeeboostError, match=r"columns 0 and 5 of this party .* all but 1 of .* fewer than 20 rows"):
         train_local(active, passives, params, protocol="strict", options=options)

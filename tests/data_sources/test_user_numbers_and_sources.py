@@ -19,6 +19,8 @@ from teeboost.number_format import NumberFormat
 
 from .credit import LABEL, PASSIVE, credit, split, with_decimal_commas
 
+from ..helpers import SMALL_FLAGS
+
 
 def _run(argv, capsys):
     code = main(argv)
@@ -27,7 +29,7 @@ def _run(argv, capsys):
 
 
 def _train(argv, capsys):
-    code, out, err = _run(["train", "--json", *argv], capsys)
+    code, out, err = _run(["train", *SMALL_FLAGS, "--json", *argv], capsys)
     assert code == 0, err
     return json.loads(out)
 
@@ -70,7 +72,7 @@ def test_parquet_and_postgres_with_decimal_commas_score_as_clean_csv(tmp_path, c
     passive.rename(columns={"id": "customer_no"}).to_sql("passive_train", engine, index=False, if_exists="replace")
     engine.dispose()
     table = f"{postgres_url}#table=passive_train"
-    refused_code, _, refused = _run(["train", "--active-data", str(tmp_path / "active.parquet"), "--passive-data",
+    refused_code, _, refused = _run(["train", *SMALL_FLAGS, "--active-data", str(tmp_path / "active.parquet"), "--passive-data",
                                      table, "--active-id", "id", "--passive-id", "customer_no", *common,
                                      str(tmp_path / "refused")], capsys)
     assert refused_code == 2 and "decimal comma" in refused and "--decimal ," in refused
@@ -100,7 +102,7 @@ def test_decimal_commas_in_a_csv_are_refused_naming_file_column_value_and_option
     frame = with_decimal_commas(credit(300))
     path = tmp_path / "eu.csv"
     frame.to_csv(path, index=False, sep=";")
-    code, _, err = _run(["train", "--data", str(path), "--label", LABEL, "--id", "id",
+    code, _, err = _run(["train", *SMALL_FLAGS, "--data", str(path), "--label", LABEL, "--id", "id",
                          "--passive-columns", ",".join(PASSIVE), "--model-dir", str(tmp_path / "m")], capsys)
     assert code == 2
     assert str(path) in err and "'RevolvingUtilizationOfUnsecuredLines'" in err
@@ -166,7 +168,7 @@ def test_positive_class_chooses_class_one(tmp_path, capsys):
                  "--output", str(tmp_path / "o.csv")]) == 0
     scored = pd.read_csv(tmp_path / "o.csv")
     assert "probability_0" in scored.columns and "probability_1" not in scored.columns
-    code, _, err = _run(["train", "--model-dir", str(tmp_path / "bad"), "--positive-class", "yes"], capsys)
+    code, _, err = _run(["train", *SMALL_FLAGS, "--model-dir", str(tmp_path / "bad"), "--positive-class", "yes"], capsys)
     assert code == 2 and "'yes' is not a value of label column 'SeriousDlqin2yrs'" in err and "0, 1" in err
 
 
@@ -192,7 +194,7 @@ def test_the_kaggle_file_as_parquet_trains_with_the_default_split(tmp_path, caps
     frame.to_csv(tmp_path / "gmsc.csv", index=False)
     reports = []
     for name in ("gmsc.parquet", "gmsc.csv"):
-        assert main(["train", "--data", str(tmp_path / name), "--n-trees", "3", "--json",
+        assert main(["train", *SMALL_FLAGS, "--data", str(tmp_path / name), "--n-trees", "3", "--json",
                      "--model-dir", str(tmp_path / name.replace(".", "-"))]) == 0
         reports.append(json.loads(capsys.readouterr().out))
     assert reports[0]["value"] == reports[1]["value"] > 0.7

@@ -18,7 +18,7 @@ import pytest
 from teeboost.audit_report import read_audit
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 
-from ..helpers import stop_passive_parties
+from ..helpers import SMALL_FLAGS, stop_passive_parties
 
 TRAINING = {"n_trees": 4, "max_depth": 2, "early_stopping_rounds": 2}
 
@@ -59,7 +59,7 @@ def test_audit_show_summarises_the_active_party_log(federation):
 def test_the_deployed_report_has_the_keys_of_the_one_process_report(federation, tmp_path):
     """Same keys in ``teeboost train --json`` and ``teeboost party --json``, early stopping included."""
     _, _, deployed = federation
-    local = cli("train", "--json", "--protocol", "plain", "--n-trees", "4", "--max-depth", "2",
+    local = cli("train", *SMALL_FLAGS, "--json", "--protocol", "plain", "--n-trees", "4", "--max-depth", "2",
                 "--early-stopping-rounds", "2", "--model-dir", str(tmp_path / "m"))
     assert local.returncode == 0, local.stderr
     report = json.loads(local.stdout)

@@ -19,7 +19,7 @@ from teeboost.transport.tls import create_federation_certs
 
 from ..helpers import federated_descriptions, stop_passive_parties
 
-TRAINING = {"n_trees": 3, "max_depth": 3, "subsample": 0.8}
+TRAINING = {"n_trees": 3, "max_depth": 3, "subsample": 0.8, "max_bin": 32}
 
 
 def run_cli(*args, timeout=300):

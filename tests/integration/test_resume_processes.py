@@ -23,7 +23,7 @@ from teeboost.row_matching import align_parties, train_test_rows
 
 from ..helpers import federated_descriptions
 
-TRAINING = {"n_trees": 8, "max_depth": 3, "subsample": 0.8}
+TRAINING = {"n_trees": 8, "max_depth": 3, "subsample": 0.8, "max_bin": 32}
 PROTOCOL = "ntee"  # enclaves at every party: their state is rebuilt and re-attested on resume
 
 

@@ -27,8 +27,10 @@ from teeboost.datasets import (GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL
 from teeboost.federation import train_local
 from teeboost.serving.server import _Server, bind, url_of
 
+from ..helpers import SMALL_FLAGS
+
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["--n-trees", "5", "--max-depth", "3", "--json"]
+SMALL = [*SMALL_FLAGS, "--json"]
 
 
 def train(model_dir: Path, *args: str) -> Path:
@@ -46,7 +48,7 @@ def active_only_credit(model_dir: Path) -> Path:
     frame = credit_frame().drop(columns=GIVE_ME_SOME_CREDIT_PASSIVE)
     active = PartyData.from_frame(frame, id_column=GIVE_ME_SOME_CREDIT_ID, label=GIVE_ME_SOME_CREDIT_LABEL,
                                   name="active")
-    model, _ = train_local(active, [], BoostParams(n_trees=5, max_depth=3), "plain")
+    model, _ = train_local(active, [], BoostParams(n_trees=5, max_depth=3, subsample=0.8, max_bin=32), "plain")
     model.active.id_column = GIVE_ME_SOME_CREDIT_ID
     model.save(model_dir)
     return model_dir

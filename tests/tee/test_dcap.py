@@ -14,6 +14,7 @@ from teeboost.cli import main  # noqa: E402
 from teeboost.errors import ConfigError  # noqa: E402
 from teeboost.tee.dcap import DcapPolicy, DcapQuoteVerifier, Refused, SgxSigner, TdxMeasurement  # noqa: E402
 from teeboost.tee.producers import hardware_report_data  # noqa: E402
+from ..helpers import SMALL
 
 SAMPLES = Path(__file__).parent / "samples"
 INSIDE = datetime(2025, 7, 1, tzinfo=timezone.utc).timestamp()  # inside both collaterals' windows
@@ -244,7 +245,7 @@ def test_a_passive_party_configured_for_hardware_refuses_a_simulated_enclave(mon
     monkeypatch.setattr(federation, "_environments", hardware_at_passives)
     active, passives = small_credit
     with pytest.raises(ProtocolError) as refused:  # the passive party's refusal, as the active party hears it
-        federation.train_local(active, passives, BoostParams(n_trees=1), "onetee",
+        federation.train_local(active, passives, BoostParams(n_trees=1, max_depth=3, subsample=0.8, max_bin=32), "onetee",
                                options=ProtocolOptions(allow_simulated_tee=True))
     assert "quote refused (quote-format)" in str(refused.value)
 
@@ -296,7 +297,7 @@ def test_a_party_requiring_hardware_attestation_refuses_protocols_that_skip_it(t
     service._aligned["train"] = service.data
     for protocol in ("plain", "secureboost", "ntee"):
         with pytest.raises(ProtocolError, match=f"refuses protocol '{protocol}'"):
-            service.handle(Setup("run-1", protocol, json.dumps(BoostParams(min_samples_leaf=20).to_dict()), 1, np.arange(15),
+            service.handle(Setup("run-1", protocol, json.dumps(BoostParams(min_samples_leaf=20, **SMALL).to_dict()), 1, np.arange(15),
                                  np.arange(15, 20), np.empty(0, dtype=np.int64)))
     config.write_text(config.read_text().replace('mrenclave = [', 'mrenclav = ['))
     with pytest.raises(ConfigError, match="unknown field"):  # a misspelt policy fails at load, not mid-run

@@ -111,7 +111,7 @@ def test_example_data_is_each_partys_own_file(tmp_path, capsys):
 
 def test_a_loaded_strict_model_predicts_between_simulated_enclaves_when_asked(tmp_path, small_credit):
     active, passives = small_credit
-    model = VerticalBoostClassifier(protocol="strict", n_trees=1, max_depth=2, allow_simulated_tee=True)
+    model = VerticalBoostClassifier(protocol="strict", n_trees=1, max_depth=2, allow_simulated_tee=True, subsample=0.8, max_bin=32)
     expected = model.fit(active, passives).predict_proba(active, passives)
     model.save(tmp_path)
     with pytest.raises(ConfigError, match="allow_simulated_tee=True"):
