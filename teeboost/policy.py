@@ -124,6 +124,9 @@ class Policy:
     # N-TEE, 1-TEE runs with interaction_constraints: the active host names each node's interaction
     # state, so it can narrow the columns this party's candidates come from (docs/constraints.md)
     interaction_constraints: bool = False
+    # N-TEE, 1-TEE runs with monotone_constraints: whether this party has any valid split at all
+    # answers, for crafted gradients, a question about rows on every constrained column at once
+    monotone_constraints: bool = False
 
     @property
     def release_bits(self) -> int:
@@ -133,7 +136,8 @@ class Policy:
     @classmethod
     def unrestricted(cls) -> "Policy":
         """One process, one operator: every protocol, no limits."""
-        return cls(protocols=ALL_PROTOCOLS, column_sampling=True, sample_weights=True, interaction_constraints=True)
+        return cls(protocols=ALL_PROTOCOLS, column_sampling=True, sample_weights=True, interaction_constraints=True,
+                   monotone_constraints=True)
 
     @classmethod
     def safe(cls) -> "Policy":
@@ -170,7 +174,7 @@ class Policy:
                               f"{MAX_OUTPUT_BITS} (a float64's precision); leave it out for full precision")
         k = _positive("min_rows_per_node", table.get("min_rows_per_node", defaults.get("min_rows_per_node", 1)), where)
         flags = {name: _flag(name, table.get(name, False), where)
-                 for name in ("column_sampling", "sample_weights", "interaction_constraints")}
+                 for name in ("column_sampling", "sample_weights", "interaction_constraints", "monotone_constraints")}
         return cls(protocols=tuple(dict.fromkeys(protocols)), min_rows_per_node=k, **limits, **flags)
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,8 +230,15 @@ class Policy:
         if serving and params.interaction_constraints and protocol in ("ntee", "onetee") \
                 and not self.interaction_constraints:
             raise PolicyRefused(party, "interaction_constraints", f"the {protocol} run has interaction constraints, "
-                                "whose node states the active host names (it could narrow this party's candidate "
-                                "columns); allow it with interaction_constraints = true in [policy], or train strict")
+                                "whose node states the active host names (it can keep this party's candidates to one "
+                                "column below a split); allow it with interaction_constraints = true in [policy], "
+                                "or train strict")
+        if serving and params.monotone_constraints and protocol in ("ntee", "onetee") \
+                and not self.monotone_constraints:
+            raise PolicyRefused(party, "monotone_constraints", f"the {protocol} run has monotone constraints (with "
+                                "crafted gradients, whether this party has any valid split answers a question about "
+                                "rows on all its constrained columns at once); allow it with monotone_constraints = "
+                                "true in [policy], or train strict")
         if serving:
             self.check_column_sampling(party, params.colsample_bytree)
             self.check_weighted(party, params.scale_pos_weight != 1, f"scale_pos_weight = {params.scale_pos_weight}")

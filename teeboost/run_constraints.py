@@ -54,6 +54,11 @@ def party_constraints(params: BoostParams, active_names: list[str], hello: dict)
                 raise ProtocolError(f"party {party} ({reply.name}) claims constrained column {name!r}, which "
                                     f"{'is not constrained' if name not in constraints.names() else 'another party holds'}")
             held[name] = party
+        claimed = constraints.for_party(names)  # the classes its named columns must show, whatever their order
+        shown = sorted((int(d), int(m)) for d, m in zip(reply.directions, reply.membership) if d or m)
+        if shown != sorted(zip(claimed.directions.tolist(), claimed.membership.tolist())):
+            raise ProtocolError(f"party {party} ({reply.name}) described its columns' constraints other than the run's "
+                                f"for the columns it names ({', '.join(names) or 'none'})")
         out[party] = PartyConstraints(reply.directions.astype(np.int8), reply.membership.astype(np.int64),
                                       constraints.has_monotone, bool(constraints.interaction))
     try:

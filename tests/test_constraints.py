@@ -303,17 +303,19 @@ def test_the_audit_uses_the_constraints_an_ntee_active_host_learns(tmp_path, par
     assert chosen == {0}
 
 
-def test_a_passive_party_refuses_interaction_constraints_unless_its_policy_allows():
+@pytest.mark.parametrize("rule", ["interaction_constraints", "monotone_constraints"])
+def test_a_passive_party_refuses_constraints_unless_its_policy_allows(rule):
     from teeboost.policy import Policy, PolicyRefused
 
-    params = BoostParams(n_trees=2, interaction_constraints=[["age", "DebtRatio"]])
+    value = [["age", "DebtRatio"]] if rule == "interaction_constraints" else {"age": 1}
+    params = BoostParams(n_trees=2, **{rule: value})
     careful = Policy(protocols=("ntee", "onetee", "strict"))
     for protocol in ("ntee", "onetee"):
-        with pytest.raises(PolicyRefused, match="interaction_constraints = true"):
+        with pytest.raises(PolicyRefused, match=f"{rule} = true"):
             careful.check_params("bureau", protocol, params)
     careful.check_params("bureau", "strict", params)  # the grower runs in the enclave there
-    careful.check_params("bureau", "ntee", params.replace(interaction_constraints=None))
-    Policy(protocols=("ntee",), interaction_constraints=True).check_params("bureau", "ntee", params)
+    careful.check_params("bureau", "ntee", params.replace(**{rule: None}))
+    Policy(protocols=("ntee",), **{rule: True}).check_params("bureau", "ntee", params)
 
 
 def test_the_xgboost_export_carries_the_constraints_effect(parties, reference):
@@ -328,3 +330,76 @@ def test_the_xgboost_export_carries_the_constraints_effect(parties, reference):
     joined = np.hstack([active.features, passives[0].features])
     theirs = booster.predict(tm.joined_matrix(booster, joined)).astype(np.float64)
     assert np.abs(theirs - reference.predict(active.features, [p.features for p in passives])).max() <= 1e-6
+
+
+# ---------------------------------------------------------------- hosts that lie (red team, 2026-11-27)
+
+ONE_SET = BoostParams(n_trees=2, max_depth=3, subsample=1.0, max_bin=32,
+                      interaction_constraints=[ACTIVE + ["age", "MonthlyIncome", "NumberOfDependents",
+                                                         "NumberOfOpenCreditLinesAndLoans", "NumberRealEstateLoansOrLines"]])
+
+
+@pytest.mark.parametrize("protocol", ["ntee", "onetee"])
+def test_an_active_host_cannot_pin_a_passive_column_with_forged_sets(monkeypatch, parties, protocol):
+    """With every column in one set no honest tree ever leaves a node no set: a host naming
+    sets 0 below the root (to keep a passive party on the column it split on) is refused."""
+    from teeboost.protocols.enclave import limits
+    from teeboost.protocols.ntee import hosts as ntee
+    from teeboost.protocols.onetee import hosts as onetee
+
+    def forged(limits_, nodes):
+        fields = limits.limits_fields(limits_, nodes)
+        if fields and 0 not in nodes:
+            fields["sets"] = np.zeros(len(nodes), dtype=np.int64)
+        return fields
+
+    monkeypatch.setattr(ntee if protocol == "ntee" else onetee, "limits_fields", forged)
+    active, passives = parties
+    with pytest.raises(ProtocolError, match="bounds or interaction sets other than the tree implies"):
+        train_local(active, passives, ONE_SET, protocol, options=SIMULATED)
+
+
+@pytest.mark.parametrize("protocol", ["ntee", "strict"])
+def test_a_passive_host_that_renames_its_columns_for_its_enclave_is_refused(monkeypatch, parties, protocol):
+    """Renaming 'age' when loading the enclave would free it from age's direction: the active
+    enclave finds no enclave holding age."""
+    from teeboost.protocols.ntee import hosts as ntee
+    from teeboost.protocols.strict import hosts as strict
+
+    cls = ntee.NteePassive if protocol == "ntee" else strict.StrictPassive
+    original = cls._load_columns
+
+    def renamed(self):
+        self.columns.names = [n + " " if n == "age" else n for n in self.columns.names]
+        return original(self)
+
+    monkeypatch.setattr(cls, "_load_columns", renamed)
+    active, passives = parties
+    with pytest.raises(ProtocolError, match="holds constrained column.* age"):
+        train_local(active, passives, PARAMS.replace(n_trees=1), protocol, options=SIMULATED)
+
+
+def test_a_passive_hello_with_other_directions_is_refused(monkeypatch, parties):
+    from teeboost.parties import passive as passive_party
+
+    original = passive_party.PassiveParty.handle
+
+    def lying(self, msg):
+        reply = original(self, msg)
+        if isinstance(reply, passive_party.HelloReply):
+            reply = reply.__class__(**{**reply.__dict__, "directions": np.zeros_like(reply.directions)})
+        return reply
+
+    monkeypatch.setattr(passive_party.PassiveParty, "handle", lying)
+    active, passives = parties
+    with pytest.raises(ProtocolError, match="described its columns' constraints other than the run's"):
+        train_local(active, passives, PARAMS.replace(n_trees=1))
+
+
+def test_a_constrained_level_without_bounds_is_refused(monkeypatch, parties):
+    from teeboost.protocols.ntee import hosts as ntee
+
+    monkeypatch.setattr(ntee, "limits_fields", lambda limits, nodes: {})
+    active, passives = parties
+    with pytest.raises(ProtocolError, match="without its nodes' bounds and interaction sets"):
+        train_local(active, passives, PARAMS.replace(n_trees=1), "ntee", options=SIMULATED)

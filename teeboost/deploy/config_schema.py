@@ -162,6 +162,8 @@ _POLICY_DOCS = {
     "column_sampling": ("boolean", "allow colsample_bytree < 1 (lets the active party aim a tree at one column)"),
     "interaction_constraints": ("boolean", "allow N-TEE and 1-TEE runs with interaction constraints (their active "
                                            "host names each node's interaction state; docs/constraints.md)"),
+    "monotone_constraints": ("boolean", "allow N-TEE and 1-TEE runs with monotone constraints (crafted gradients "
+                                        "then ask about rows on every constrained column at once; docs/constraints.md)"),
     "sample_weights": ("boolean", "allow weighted rows (weights of 0 defeat min_rows_per_node)"),
     "max_outputs": ("integer or \"none\"", "outputs per model (classes of a multiclass model)"),
     "output_bits": ("integer or \"none\"", "strict: bits each released output is quantized to (at most 52)"),

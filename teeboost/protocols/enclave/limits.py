@@ -19,7 +19,7 @@ from teeboost.core.split import NodeBest
 from teeboost.errors import ProtocolError
 
 __all__ = ["limits_fields", "own_directions", "won_constraints", "scoring_limits", "winner_constraints",
-           "party_constraints_of", "PositionPaths", "CheckedLimits"]
+           "party_constraints_of", "PositionPaths", "CheckedLimits", "held_names", "check_holders"]
 
 
 def limits_fields(limits, nodes) -> dict:
@@ -58,6 +58,32 @@ def scoring_limits(constraints: PartyConstraints | None, own_paths: list, bounds
     if bounds.shape != (n, 2) or sets.shape != (n,) or np.any(np.isnan(bounds)) or np.any(bounds[:, 0] > bounds[:, 1]):
         raise ProtocolError("node bounds or interaction sets do not match the level's nodes")
     return {"directions": constraints.directions, "bounds": bounds, "allowed": constraints.allowed(sets, own_paths)}
+
+
+def held_names(constraints, names_json: str) -> list[str]:
+    """The constrained names among a party's column names (what its enclave tells the active one)."""
+    try:
+        names = json.loads(names_json)
+    except ValueError:
+        names = None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ProtocolError("a party's column names are not a list of names")
+    return sorted(constraints.names() & set(names))
+
+
+def check_holders(constraints, held: dict[int, list[str]]) -> None:
+    """Inside the active enclave: every constrained name is a column of exactly one party, by
+    the names the enclaves were given with the columns (a host that renames a column it loads
+    into its enclave, or borrows another party's name, is refused here)."""
+    owners: dict[str, int] = {}
+    for party, names in sorted(held.items()):
+        for name in names:
+            if name in owners:
+                raise ProtocolError(f"parties {owners[name]} and {party} both hold constrained column {name!r}")
+            owners[name] = party
+    missing = sorted(constraints.names() - set(owners))
+    if missing:
+        raise ProtocolError(f"no party's enclave holds constrained column(s) {', '.join(missing)}")
 
 
 def party_constraints_of(constraints, names_json: str, n_features: int) -> PartyConstraints | None:
@@ -105,9 +131,9 @@ class CheckedLimits:
     host's grower names for a level, held to what the tree the enclave chose implies. The root
     is unbounded with every set; a child of a split a passive party won has exactly its
     parent's sets narrowed by the winning column's and the bounds its parent's split gives
-    (computed here from the children's totals); a child of the host's own split may only be
-    narrowed (the host names its own column's sets: as an honest split on a column in no set
-    would, it can leave only the path's columns, docs/constraints.md)."""
+    (computed here from the children's totals); a child of the host's own split as a split on
+    one of the host's own columns would leave it (``own_classes``: the (direction, sets) of its
+    columns, from the names it gave; which of them it split on, it may choose)."""
 
     def __init__(self, criteria, n_sets: int) -> None:
         self.criteria = criteria
@@ -116,6 +142,7 @@ class CheckedLimits:
         self._of: dict[int, tuple[float, float, int]] = {}
         self._parent: dict[int, int] = {}
         self._classes: dict[int, tuple[int, int | None]] = {}  # split node -> (direction, membership or None)
+        self.own_classes: set[tuple[int, int]] = set()  # (direction, membership) of the host's own columns
 
     def split(self, node: int, left: int, right: int) -> None:
         self._parent[left] = self._parent[right] = node
@@ -135,23 +162,16 @@ class CheckedLimits:
                                 "(the run has constraints)")
         for i, node in enumerate(nodes):
             given = (float(bounds[i, 0]), float(bounds[i, 1]), int(sets[i]))
-            expected = self._expected(int(node), totals, codec)
-            lower, upper, mask = given
-            ok = lower <= upper and lower < np.inf and upper > -np.inf
-            if expected is not None:
-                ok = ok and (lower, upper) == expected[:2]
-                ok = ok and (mask == expected[2] if expected[3] else
-                             0 <= mask and (expected[2] == ALL_SETS or mask & ~expected[2] == 0))
-            ok = ok and (mask == ALL_SETS or 0 <= mask < (1 << self.n_sets))
-            if not ok:
+            if given not in self._expected(int(node), totals, codec):
                 raise ProtocolError(f"the active host named node {int(node)}'s bounds or interaction sets other than "
                                     "the tree implies")
             self._of[int(node)] = given
 
-    def _expected(self, node: int, totals, codec):
-        """(lower, upper, sets, sets exact?) a node must carry; the root's are fixed."""
+    def _expected(self, node: int, totals, codec) -> set[tuple[float, float, int]]:
+        """The (lower, upper, sets) a node may carry: the root's are fixed; a child's follow
+        from its parent's and the winning column's class (any of the host's own, for its splits)."""
         if node == 0:
-            return -np.inf, np.inf, ALL_SETS, True
+            return {(-np.inf, np.inf, ALL_SETS)}
         parent = self._parent.get(node)
         if parent is None or parent not in self._of or parent not in self._classes:
             raise ProtocolError(f"node {node} has no split parent this enclave chose")
@@ -162,6 +182,6 @@ class CheckedLimits:
                                               float(codec.decode(int(totals(c)[1]))), lower, upper))
                    for c in (left, right)]
         bounds = child_bounds(lower, upper, int(direction), *weights)[0 if node == left else 1]
-        if membership is None:
-            return bounds[0], bounds[1], parent_sets, False
-        return bounds[0], bounds[1], child_sets(parent_sets, membership), True
+        classes = {(direction, membership)} if membership is not None else \
+            {(d, m) for d, m in self.own_classes if d == direction}
+        return {(bounds[0], bounds[1], child_sets(parent_sets, m)) for _, m in classes}

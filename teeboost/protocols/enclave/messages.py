@@ -171,6 +171,7 @@ class Candidates:
     # under constraints: the best split's column's public monotone direction and interaction sets
     directions: np.ndarray = array_field("int8", 1, optional=True)
     memberships: np.ndarray = array_field("int64", 1, optional=True)
+    held: str = "[]"  # under constraints: the constrained names among the columns its enclave was given
 
 
 @message

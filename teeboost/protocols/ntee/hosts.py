@@ -169,6 +169,8 @@ class NteeActive(ActiveSplitting):
         self.timer: dict[str, float] = {}
         started = time.perf_counter()
         self.enclave = attest_enclaves(PROGRAM, "ntee", channel, criteria, max_bin, env)
+        if criteria.constraints:  # which constrained names this party holds, checked in the enclave
+            self.enclave.ecall("own_names", json.dumps(columns.names).encode())
         self._gradients_in: bytes | None = None  # this tree's, until the root's level request
         self._won: dict[int, tuple[int, int]] = {}  # node -> a passive winner's column's (direction, sets)
         self.timer["enclave setup"] = time.perf_counter() - started

@@ -135,6 +135,8 @@ class OneTeeActive(ActiveSplitting):
         code = enclave_code(PROGRAM, env.trusted_roots, env.options)
         self.enclave = env.backend().load(code, label="active")
         self.enclave.ecall("init", init_message("onetee", "active", 0, criteria, max_bin, env, env.run_id))
+        if criteria.constraints:  # which constrained names this party holds, checked in the enclave
+            self.enclave.ecall("own_names", json.dumps(columns.names).encode())
         keys = env.keys_array()
         for party in self.channel.parties:
             prefix = party.to_bytes(4, "big")

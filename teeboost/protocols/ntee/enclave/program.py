@@ -11,6 +11,7 @@ handle into (feature, bin) only for its own host, and only if that split won.
 Every channel is set up once per run with a party whose pinned identity key signed it.
 """
 
+import json
 import os
 
 import numpy as np
@@ -27,7 +28,8 @@ from teeboost.protocols.enclave.handshake import ecall_confirm, ecall_finish_ini
 from teeboost.protocols.enclave.handshake import expect as _expect
 from teeboost.protocols.enclave.handshake import role as _role
 from teeboost.protocols.enclave.session import session
-from teeboost.protocols.enclave.limits import CheckedLimits, party_constraints_of, scoring_limits, winner_constraints
+from teeboost.protocols.enclave.limits import (CheckedLimits, check_holders, held_names, party_constraints_of,
+                                               scoring_limits, winner_constraints)
 from teeboost.protocols.enclave.tree import CheckedTree
 from teeboost.protocols.enclave.partition import HistogramRequest, apply_announcements, bit_chunks, decode_row_sets, masks_to_bits
 from teeboost.transport import serde
@@ -46,6 +48,32 @@ def _seal_all(current, frames):
     return m.pack_records({p: current.channel(p).seal(frame) for p, frame in frames.items()})
 
 
+def ecall_own_names(rt, payload):
+    """The active party's column names (under constraints): which constrained names it holds."""
+    current = _role(rt, "active")
+    names = bytes(payload).decode()
+    rt.state["own_held"] = held_names(current.constraints, names)
+    own = current.constraints.for_party(json.loads(names))
+    rt.state["own_classes"] = set(zip(own.directions.tolist(), own.membership.tolist()))
+    return b""
+
+
+def _check_holders(rt, current, theirs: dict) -> None:
+    """Once per run, before any constrained choice: every constrained name held exactly once."""
+    if not current.constraints.any or rt.state.get("holders_checked"):
+        return
+    if "own_held" not in rt.state:
+        raise ProtocolError("the active host did not name its own columns (the run has constraints)")
+    held = {0: rt.state["own_held"]}
+    for party, candidates in theirs.items():
+        try:
+            held[party] = json.loads(candidates.held)
+        except ValueError:
+            raise ProtocolError(f"party {party} sent unreadable column names") from None
+    check_holders(current.constraints, held)
+    rt.state["holders_checked"] = True
+
+
 def ecall_gradients(rt, payload):
     """This tree's gradients (from the host, which owns the labels) -> one sealed record per
     passive enclave."""
@@ -56,6 +84,7 @@ def ecall_gradients(rt, payload):
     rt.state["tree"] = CheckedTree.from_message(msg, current.criteria, with_rows=False)  # only g, h per node
     if current.constraints.any:
         rt.state["tree"].limits = CheckedLimits(current.criteria, len(current.constraints.interaction))
+        rt.state["tree"].limits.own_classes = rt.state.get("own_classes", set())
     # the passive enclaves get the very bytes this tree was built from, sealed
     return m.record_parts({p: current.channel(p).seal(payload) for p in current.peers})
 
@@ -103,8 +132,9 @@ def ecall_choose(rt, payload):
     records = m.unpack_records(msg.records.tobytes())
     if sorted(records) != current.peers:
         raise ProtocolError("candidates must come from every passive party")
-    for party, record in records.items():
-        theirs = _expect(current.channel(party).open(record), m.Candidates)
+    opened = {party: _expect(current.channel(party).open(record), m.Candidates) for party, record in records.items()}
+    _check_holders(rt, current, opened)
+    for party, theirs in opened.items():
         if theirs.tree != msg.tree or theirs.gains.size != n or theirs.handles.size != n \
                 or theirs.left_sums.shape != (n, 3) or theirs.left_digests.shape != (n, 32):
             raise ProtocolError(f"party {party} sent candidates for another level")
@@ -150,8 +180,9 @@ def ecall_columns(rt, payload):
         raise ProtocolError("binned columns do not match their bin counts")
     binned = binned.astype(np.uint8 if current.max_bin <= 255 else np.uint16)  # the bins' own size, not the wire's
     constraints = party_constraints_of(current.constraints, cols.names, binned.shape[0])
+    held = held_names(current.constraints, cols.names) if constraints is not None else []
     rt.state.update(n_value_bins=cols.n_value_bins.copy(), categorical=cols.categorical.copy(), binned=binned,
-                    builder=HistogramBuilder(binned, current.max_bin + 1), constraints=constraints,
+                    builder=HistogramBuilder(binned, current.max_bin + 1), constraints=constraints, held=held,
                     paths=PathColumns())
     return b""
 
@@ -207,7 +238,8 @@ def ecall_level_record(rt, record):
     rt.state["handles"] = handles
     gains = np.array([c.gain for c in best], dtype=np.float64)
     return current.channel(0).seal(serde.encode(m.Candidates(msg.tree, gains, handle_array, sums, digests,
-                                                             **winner_constraints(rt.state["constraints"], best))))
+                                                             **winner_constraints(rt.state["constraints"], best),
+                                                             held=json.dumps(rt.state["held"]))))
 
 
 def _goes_left(rt, node, candidate):

@@ -30,6 +30,7 @@ sealing context (the run's, with a value each passive party chose and sealed: a 
 opens only in a run whose parties resumed it).
 """
 
+import json
 import os
 
 import numpy as np
@@ -42,7 +43,7 @@ from teeboost.core.split import (MAX_CATEGORY_BINS, NodeBest, best_splits, bins_
 from teeboost.errors import ProtocolError
 from teeboost.protocols.enclave import messages as m
 from teeboost.protocols.enclave.session import session, start_session
-from teeboost.protocols.enclave.limits import CheckedLimits, party_constraints_of, scoring_limits
+from teeboost.protocols.enclave.limits import CheckedLimits, check_holders, held_names, party_constraints_of, scoring_limits
 from teeboost.protocols.enclave.tree import CheckedTree
 from teeboost.protocols.enclave.partition import HistogramRequest, bit_chunks, encode_row_sets
 from teeboost.protocols.onetee.enclave.ring import ring_bincount
@@ -98,6 +99,7 @@ def ecall_finish_responder(rt, payload):
     constrained = party_constraints_of(current.constraints, meta.names, bins.size)  # resolved here, from the bound rules
     if constrained is not None:
         rt.state["constrained"][party] = constrained
+        rt.state.setdefault("held", {})[party] = held_names(current.constraints, meta.names)
     rt.state["paths"][party] = PathColumns()
     rt.state["meta"][party] = (int(meta.n_rows), bins.copy())
     rt.state.setdefault("categorical", {})[party] = meta.categorical.copy()
@@ -242,6 +244,7 @@ def _new_tree(rt, payload, mode):
     tree = CheckedTree.from_message(msg, current.criteria)
     if current.constraints.any:
         tree.limits = CheckedLimits(current.criteria, len(current.constraints.interaction))
+        tree.limits.own_classes = rt.state.get("own_classes", set())
     rt.state["tree"] = tree
     return current, tree
 
@@ -289,6 +292,7 @@ def _release(rt, tree, nodes, candidates, bests):
     """Winner per node: the party and gain to the host; each winning passive party's feature,
     bin and direction sealed to it alone."""
     current = session(rt)
+    _check_holders(rt)
     parties, gains = tree.choose(candidates)
     rt.state["owners"] = {nodes[i]: int(p) for i, p in enumerate(parties) if p >= 0}
     constrained = _track_winners(rt, tree, nodes, parties, bests)
@@ -307,6 +311,29 @@ def _release(rt, tree, nodes, candidates, bests):
         sealed[party] = current.channel(party).seal(frame)
     return serde.encode(m.OneTeeChosen(parties, gains, np.frombuffer(m.pack_records(sealed), dtype=np.uint8),
                                        **constrained))
+
+
+def ecall_own_names(rt, payload):
+    """The active party's column names (under constraints): which constrained names it holds."""
+    current = session(rt)
+    names = bytes(payload).decode()
+    rt.state.setdefault("held", {})[0] = held_names(current.constraints, names)
+    own = current.constraints.for_party(json.loads(names))
+    rt.state["own_classes"] = set(zip(own.directions.tolist(), own.membership.tolist()))
+    return b""
+
+
+def _check_holders(rt) -> None:
+    """Once per run, before any constrained choice: every constrained name held exactly once,
+    by the names each party gave with its columns."""
+    current = session(rt)
+    if not current.constraints.any or rt.state.get("holders_checked"):
+        return
+    held = rt.state.get("held", {})
+    if 0 not in held:
+        raise ProtocolError("the active host did not name its own columns (the run has constraints)")
+    check_holders(current.constraints, held)
+    rt.state["holders_checked"] = True
 
 
 def _track_winners(rt, tree, nodes, parties, bests) -> dict:

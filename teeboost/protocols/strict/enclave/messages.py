@@ -163,6 +163,7 @@ class StrictCandidates:
     # under constraints: each position's best column's public direction and interaction sets
     directions: np.ndarray = array_field("int8", 1, optional=True)
     memberships: np.ndarray = array_field("int64", 1, optional=True)
+    held: str = "[]"  # under constraints: the constrained names among the columns its enclave was given
 
 
 @message

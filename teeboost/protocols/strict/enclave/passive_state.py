@@ -10,6 +10,7 @@ position, so the work and the reply are the same whatever the tree looks like.
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -18,7 +19,8 @@ from teeboost.core.gradients import GradientCodec
 from teeboost.core.near_duplicates import near_duplicate_pairs
 from teeboost.core.split import MAX_CATEGORY_BINS, MIN_CATEGORY_ROWS, SplitCriteria, best_splits, bins_fit_counts, category_codes, left_sums, sampled_features
 from teeboost.errors import ProtocolError
-from teeboost.protocols.enclave.limits import PositionPaths, party_constraints_of, scoring_limits, winner_constraints
+from teeboost.protocols.enclave.limits import (PositionPaths, held_names, party_constraints_of, scoring_limits,
+                                               winner_constraints)
 from teeboost.transport import serde
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave.oblivious import children_histograms, go_left_all, position_histograms, unpack_codes, update_positions
@@ -60,6 +62,7 @@ class PassiveStrictState:
         self.constraints = None if constraints is None else party_constraints_of(constraints, load.names,
                                                                                    self.n_value_bins.size)
         self.paths = PositionPaths()  # its own columns on each position's path (interaction constraints)
+        self.held = "[]" if self.constraints is None else json.dumps(held_names(constraints, load.names))
         self.party = party  # this party's index: which column sample is its own
         self.records: dict[int, tuple[int, int, bool, int]] = {}  # id -> feature, bin, default left, tree
         self.n_train = load.n_train
@@ -125,7 +128,8 @@ class PassiveStrictState:
         self.best = best
         self.phase = "scored"
         return sm.StrictCandidates(self.tree, self.depth, np.array([b.gain for b in best], dtype=np.float64),
-                                   self.handles.copy(), sums, **winner_constraints(self.constraints, best))
+                                   self.handles.copy(), sums, **winner_constraints(self.constraints, best),
+                                   held=self.held)
 
     def decide(self, msg: sm.StrictDecision) -> sm.StrictPartition:
         n = len(self.best) if self.phase == "scored" else -1

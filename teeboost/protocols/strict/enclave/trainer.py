@@ -33,7 +33,7 @@ from teeboost.core.split import sampled_features
 from teeboost.errors import ProtocolError, TeeboostError
 from teeboost.transport import serde
 from teeboost.protocols.strict.enclave import messages as sm
-from teeboost.protocols.enclave.limits import PositionPaths, party_constraints_of, scoring_limits
+from teeboost.protocols.enclave.limits import PositionPaths, check_holders, held_names, party_constraints_of, scoring_limits
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave.oblivious import CODE_LEFT, CODE_RIGHT, CODE_STOP, children_histograms, go_left_all, pack_codes, position_histograms, update_positions
 
@@ -143,6 +143,8 @@ class ObliviousFinder(SplitFinder):
         self.constraints = None  # its own columns' (PartyConstraints), under the run's constraints
         self.constrained = False  # the run has constraints: every level carries bounds and sets
         self.paths = PositionPaths()  # its own columns on each position's path
+        self.own_held: list[str] = []  # the constrained names among its own columns
+        self.holders_checked = False
         self._limits = None  # this level's NodeLimits (from the grower)
 
     # -- channel helpers
@@ -231,6 +233,13 @@ class ObliviousFinder(SplitFinder):
         self.timer["own histograms"] += time.perf_counter() - started
         n = 2 ** self.depth
         self.theirs = self._collect("level", sm.StrictCandidates)
+        if self.constrained and not self.holders_checked:  # every constrained name held exactly once
+            try:
+                held = {p: json.loads(m.held) for p, m in self.theirs.items()}
+            except ValueError:
+                raise ProtocolError("a passive party sent unreadable column names") from None
+            check_holders(self.session.constraints, {0: self.own_held, **held})
+            self.holders_checked = True
         totals = hist[:, 0].sum(axis=1)  # (positions, 3): every feature's bins add up to the node
         for party, msg in self.theirs.items():
             if msg.gains.size != n or msg.handles.size != n or msg.left_sums.shape != (n, 3):
@@ -439,6 +448,7 @@ class StrictTrainer:
         self.finder.max_passive_features = int(load.max_passive_features)
         self.finder.constraints = party_constraints_of(session.constraints, load.names, load.n_value_bins.size)
         self.finder.constrained = session.constraints.any
+        self.finder.own_held = held_names(session.constraints, load.names) if session.constraints.any else []
         self.seal, self.unseal = seal, unseal
         self.state: BoostState | None = None
 
