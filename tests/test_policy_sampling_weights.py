@@ -66,10 +66,10 @@ def test_the_two_keys_parse_and_default_to_refusal():
 def test_the_weighted_criterion_is_appended_and_bound():
     criteria = SplitCriteria(colsample_bytree=0.5, column_seed=7, weighted=True)
     values = criteria.as_tuple()
-    assert len(values) == N_CRITERIA and values[-1] == 1 and values[8] == 7  # older indexes stay
+    assert len(values) == N_CRITERIA and values[9] == 1 and values[8] == 7  # older indexes stay
     assert SplitCriteria.from_tuple(values) == criteria
     with pytest.raises(ValueError, match="out of range"):
-        SplitCriteria.from_tuple((*values[:-1], 2))
+        SplitCriteria.from_tuple((*values[:9], 2, *values[10:]))
     assert SplitCriteria.rows_weighted(1.0, None, np.ones(3)) is False
     assert SplitCriteria.rows_weighted(2.0) and SplitCriteria.rows_weighted(1.0, None, np.array([1.0, 0.0]))
     assert SplitCriteria.from_params(BoostParams(), weighted=True).weighted

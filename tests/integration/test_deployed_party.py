@@ -50,7 +50,7 @@ def deployed(tmp_path):
     set_peer_addresses(configs["active"], {1: ("passive-1", address)})
     other = tmp_path / "active-b.toml"  # the same party, training a larger model into another model directory
     other.write_text(configs["active"].read_text().replace('model_dir = "model-active"', 'model_dir = "model-b"')
-                     .replace("n_trees = 5", "n_trees = 30").replace("max_depth = 3", "max_depth = 4"))
+                     .replace("n_trees = 5", "n_trees = 20").replace("max_depth = 3", "max_depth = 4"))
     trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
     assert trained.returncode == 0, trained.stderr
     new = tmp_path / "new.csv"
@@ -97,7 +97,7 @@ def test_twenty_concurrent_predictions_during_a_training_run_are_right_or_refuse
 
 
 def test_models_are_bound_and_replaced_only_by_a_finished_run(deployed):
-    """Another run's model (30 trees) replaces the saved one at its ``Finish``, after which the
+    """Another run's model (20 trees) replaces the saved one at its ``Finish``, after which the
     active party's model of 5 trees is refused by name, never scored with the wrong model;
     ``Setup`` then ``Finish`` with no training keeps the saved model, and a second run while
     one is live is refused."""

@@ -158,8 +158,8 @@ class CheckedLimits:
                 raise ProtocolError("the active host sent node bounds or interaction sets for a run without constraints")
             return
         if bounds.shape != (n, 2) or sets.shape != (n,):
-            raise ProtocolError("the active host sent a level without its nodes' bounds and interaction sets "
-                                "(the run has constraints)")
+            raise ProtocolError("the active host sent a level without its nodes' bounds and interaction sets, or "
+                                "with them for other nodes (the run has constraints)")
         for i, node in enumerate(nodes):
             given = (float(bounds[i, 0]), float(bounds[i, 1]), int(sets[i]))
             if given not in self._expected(int(node), totals, codec):
