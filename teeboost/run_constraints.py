@@ -16,8 +16,9 @@ import numpy as np
 from .config import BoostParams
 from .core.constraints import PartyConstraints, RunConstraints
 from .errors import ConfigError, ProtocolError
+from .policy import PolicyRefused
 
-__all__ = ["checked_constraints", "party_constraints"]
+__all__ = ["checked_constraints", "party_constraints", "check_declared_directions"]
 
 
 def checked_constraints(params: BoostParams, data, columns=None) -> RunConstraints:
@@ -30,6 +31,21 @@ def checked_constraints(params: BoostParams, data, columns=None) -> RunConstrain
                 raise ConfigError(f"monotone_constraints: column {name!r} of party {data.name!r} is categorical; "
                                   "a monotone constraint needs an ordered (numeric) column")
     return constraints
+
+
+def check_declared_directions(party: str, declared: dict[str, int], params: BoostParams, columns) -> None:
+    """A passive party's own declaration (``[party] monotone_constraints``): a run must
+    constrain each of its declared columns the declared way, or is refused naming the column."""
+    unknown = sorted(set(declared) - set(columns))
+    if unknown:
+        raise ConfigError(f"party {party!r} declares monotone constraints for {', '.join(unknown)}, which are not "
+                          "among its columns")
+    run = params.constraints.monotone
+    for name, direction in sorted(declared.items()):
+        if run.get(name) != direction:
+            raise PolicyRefused(party, "monotone_constraints", f"it declares column {name!r} monotone {direction:+d}; "
+                                f"the run has {run.get(name, 0):+d}: add {name}:{direction} to the run's "
+                                "monotone_constraints")
 
 
 def party_constraints(params: BoostParams, active_names: list[str], hello: dict) -> dict[int, PartyConstraints]:

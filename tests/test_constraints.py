@@ -403,3 +403,27 @@ def test_a_constrained_level_without_bounds_is_refused(monkeypatch, parties):
     active, passives = parties
     with pytest.raises(ProtocolError, match="without its nodes' bounds and interaction sets"):
         train_local(active, passives, PARAMS.replace(n_trees=1), "ntee", options=SIMULATED)
+
+
+def test_a_passive_party_declares_its_own_columns_directions(tmp_path):
+    """``[party] monotone_constraints`` in a passive party's config: the run must carry them."""
+    from teeboost.deploy.config import load_config
+    from teeboost.deploy.demo import write_federation
+    from teeboost.policy import PolicyRefused
+    from teeboost.run_constraints import check_declared_directions
+
+    configs = write_federation(tmp_path, n_passive=1, training={"n_trees": 1})
+    passive = configs["passive-1"]
+    passive.write_text(passive.read_text().replace("[party]\n", "[party]\nmonotone_constraints = {age = -1}\n", 1))
+    config = load_config(passive)
+    assert config.monotone == {"age": -1}
+    columns = ["age", "MonthlyIncome"]
+    with pytest.raises(PolicyRefused, match=r"declares column 'age' monotone -1; the run has \+0"):
+        check_declared_directions(config.name, config.monotone, BoostParams(n_trees=1), columns)
+    check_declared_directions(config.name, config.monotone, BoostParams(n_trees=1, monotone_constraints={"age": -1}),
+                              columns)
+    with pytest.raises(ConfigError, match="not among its columns"):
+        check_declared_directions(config.name, {"agee": 1}, BoostParams(n_trees=1), columns)
+    passive.write_text(passive.read_text().replace("{age = -1}", "{age = 2}"))
+    with pytest.raises(ConfigError, match="direction 2"):
+        load_config(passive)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..compute import ComputeOptions
 from ..config import PARAM_ALIASES, BoostParams, ProtocolOptions
+from ..core.constraints import parse_monotone
 from ..data_sources import DataSource
 from ..number_format import NumberFormat
 from ..errors import ConfigError
@@ -68,6 +69,7 @@ class PartyConfig:
     policy: Policy = field(default_factory=Policy)
     audit_log: Path | None = None
     active_party: str = "active"
+    monotone: dict[str, int] = field(default_factory=dict)  # passive: [party] monotone_constraints, its own columns
     compute: ComputeOptions = field(default_factory=ComputeOptions)
     number_format: NumberFormat = field(default_factory=NumberFormat)  # [party] decimal, thousands
     serving: ServingSettings = field(default_factory=ServingSettings)  # active: [serving], teeboost serve
@@ -182,6 +184,11 @@ def load_config(path: str | Path) -> PartyConfig:
         config.active_party = _value(party, "party", "active_party", path)
         if not party_name_ok(config.active_party):
             raise ConfigError(f"{path}: [party] active_party = {config.active_party!r} is not a party name")
+        try:
+            config.monotone = parse_monotone(party.get("monotone_constraints"), where=f"{path}: [party] "
+                                                                                      "monotone_constraints")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     else:
         config.label = _value(party, "party", "label", path)
         config.weight_column = _value(party, "party", "weight_column", path)

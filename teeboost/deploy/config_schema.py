@@ -207,6 +207,9 @@ TABLES: tuple[Table, ...] = (
             role="passive"),
         Key("active_party", "string", "the certificate name of the only party this one serves", "active",
             kind=str, role="passive"),
+        Key("monotone_constraints", "table", "column = 1 or -1: the direction this party declares for its own "
+            "columns; it refuses a run that does not constrain them so (docs/constraints.md)", None,
+            role="passive"),
         Key("label", "string", "the label column", kind=str, role="active"),
         Key("weight_column", "string", "a column of per-row sample weights", None, kind=str, role="active"),
     )),

@@ -50,6 +50,7 @@ from teeboost.protocols.messages import Ack, RouteRequest
 from ..parties.passive import PassiveParty
 from ..parties.psi import PsiPassive, PsiRequest, PsiResult
 from ..policy import DAY_SECONDS, PolicyRefused
+from ..run_constraints import check_declared_directions
 from teeboost.protocols.env import ProtocolEnv
 from ..transport.grpc_transport import PartyServer, current_online_peer
 from .config import PartyConfig, protocol_env
@@ -322,6 +323,7 @@ class PassiveService(PredictionSessions):
         if not 1 <= msg.outputs <= 10_000:
             raise ProtocolError(f"a run of {msg.outputs} trees per round is out of range")
         self.policy.check_params(self.config.name, msg.protocol, params, msg.outputs)
+        check_declared_directions(self.config.name, self.config.monotone, params, aligned.feature_names)
         self._budget("max_runs_per_day", 1)
         for name, positions in (("train", msg.train), ("test", msg.test), ("valid", msg.valid)):
             if positions.size and (positions.min() < 0 or positions.max() >= aligned.n_rows):
