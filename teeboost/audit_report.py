@@ -128,6 +128,7 @@ def summarise(entries: list[dict[str, Any]], *, now: float | None = None,
     runs: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     predictions: list[dict[str, Any]] = []
+    online: Counter = Counter()  # online scoring (teeboost serve): requests, ids, rows, routing answers
     refusals: list[dict[str, Any]] = []
     suppressed: list[dict[str, Any]] = []
     repairs: list[dict[str, Any]] = []
@@ -152,8 +153,15 @@ def summarise(entries: list[dict[str, Any]], *, now: float | None = None,
                 for key in ("n_trees", "metric", "value"):
                     if key in entry:
                         run[key] = entry[key]
+        elif event == "predict" and entry.get("dataset") == "online":
+            online["rows"] += int(entry.get("rows", 0))
         elif event == "predict":
             predictions.append(entry)
+        elif event == "align" and entry.get("purpose") == "online":
+            online["requests"] += int(entry.get("requests", 0))
+            online["ids"] += int(entry.get("ids", 0))
+        elif event == "online route":
+            online["answers"] += int(entry.get("questions", 0))
         elif event == "refused":
             refusals.append(entry)
         elif event == "refusals suppressed":
@@ -185,6 +193,10 @@ def summarise(entries: list[dict[str, Any]], *, now: float | None = None,
             lines.append(f"      messages: {run['messages']}")
     lines.append(f"prediction batches: {len(predictions)}, rows scored: "
                  f"{sum(int(p.get('rows', 0)) for p in predictions)}")
+    if online:
+        answers = f", {online['answers']} routing answers" if online["answers"] else ""  # strict: none leave
+        lines.append(f"online scoring: {online['requests']} requests, {online['ids']} ids looked up, "
+                     f"{online['rows']} rows scored{answers}")
     held_back = sum(int(s.get("suppressed", 0)) for s in suppressed)
     lines.append(f"refusals: {len(refusals)}" + (f" written, {held_back} more suppressed by the rate limit "
                                                  f"({len(suppressed)} summaries)" if held_back else ""))

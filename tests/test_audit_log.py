@@ -496,3 +496,17 @@ def test_start_up_does_not_grow_with_the_log(tmp_path):
             if h >= hour - 24:
                 expected[rule] += amount
         assert measured["usage"] == dict(expected)
+
+
+def test_the_summary_counts_online_scoring_apart_from_prediction_batches(tmp_path):
+    path, clock = tmp_path / "audit-bureau.jsonl", Clock()
+    log = AuditLog(path, "bureau", clock=clock)
+    log.write("predict", peer="bank", dataset="test", rows=300)
+    for requests, ids in ((3, 3), (1, 1)):  # two micro-batches of blinded lookups
+        log.write("align", peer="bank", purpose="online", ids=ids, requests=requests)
+    log.write("predict", peer="bank", dataset="online", rows=4, requests=2)
+    log.write("online route", peer="bank", rows=4, requests=2, questions=37)
+    log.close()
+    text = summarise(read_audit(path))
+    assert "prediction batches: 1, rows scored: 300" in text
+    assert "online scoring: 4 requests, 4 ids looked up, 4 rows scored, 37 routing answers" in text
