@@ -99,6 +99,14 @@ def _flag(name: str, value: Any, where: str) -> bool:
     return value
 
 
+#: What each constraint lets an N-TEE or 1-TEE active host do, which a passive party must allow.
+_CONSTRAINT_RISKS = {
+    "interaction_constraints": "the active host can keep this party's candidates to one column below a split",
+    "monotone_constraints": "with crafted gradients, whether this party has any valid split answers a question about "
+                            "rows on all its constrained columns at once",
+}
+
+
 @dataclass(frozen=True)
 class Policy:
     protocols: tuple[str, ...] = TEE_PROTOCOLS
@@ -227,18 +235,10 @@ class Policy:
             raise PolicyRefused(party, "max_depth", f"the run asks for depth {params.max_depth}; "
                                 f"at most {self.max_depth}")
         self.check_leaf_floor(party, params.min_samples_leaf)
-        if serving and params.interaction_constraints and protocol in ("ntee", "onetee") \
-                and not self.interaction_constraints:
-            raise PolicyRefused(party, "interaction_constraints", f"the {protocol} run has interaction constraints, "
-                                "whose node states the active host names (it can keep this party's candidates to one "
-                                "column below a split); allow it with interaction_constraints = true in [policy], "
-                                "or train strict")
-        if serving and params.monotone_constraints and protocol in ("ntee", "onetee") \
-                and not self.monotone_constraints:
-            raise PolicyRefused(party, "monotone_constraints", f"the {protocol} run has monotone constraints (with "
-                                "crafted gradients, whether this party has any valid split answers a question about "
-                                "rows on all its constrained columns at once); allow it with monotone_constraints = "
-                                "true in [policy], or train strict")
+        for rule, why in _CONSTRAINT_RISKS.items():  # docs/constraints.md, residuals
+            if serving and getattr(params, rule) and protocol in ("ntee", "onetee") and not getattr(self, rule):
+                raise PolicyRefused(party, rule, f"the {protocol} run has {rule.replace('_', ' ')} ({why}); allow it "
+                                    f"with {rule} = true in [policy], or train strict")
         if serving:
             self.check_column_sampling(party, params.colsample_bytree)
             self.check_weighted(party, params.scale_pos_weight != 1, f"scale_pos_weight = {params.scale_pos_weight}")

@@ -65,3 +65,20 @@ def stop_passive_parties(active_config, processes) -> None:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def integer_table(objective: str, seed: int = 0):
+    """Columns of few distinct values: teeboost and XGBoost bin them one value a bin, so their
+    trees can be compared split for split. -> (x, y, (active, passives))."""
+    import numpy as np
+    import pandas as pd
+
+    from teeboost.data import split_columns
+
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 8, size=(600, 5)).astype(float)
+    y = 0.8 * x[:, 0] - 0.5 * x[:, 1] + 0.3 * x[:, 2] * (x[:, 3] > 3) + rng.normal(0, 1.0, 600)
+    if objective == "binary":
+        y = (y > np.median(y)).astype(float)
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)]).assign(y=y)
+    return x, y, split_columns(frame, [["f3", "f4"]], label="y")

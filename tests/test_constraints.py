@@ -24,7 +24,7 @@ from teeboost.errors import AttestationError, ConfigError, ProtocolError
 from teeboost.estimator import VerticalBoostClassifier
 from teeboost.federation import train_local
 
-from .helpers import federated_descriptions, split_descriptions
+from .helpers import federated_descriptions, integer_table, split_descriptions
 
 SIMULATED = ProtocolOptions(allow_simulated_tee=True)
 OPTIONS = {
@@ -163,17 +163,6 @@ def test_monotone_along_every_constrained_column(parties, reference):
 
 # ---------------------------------------------------------------- against XGBoost
 
-def _integer_table(objective: str):
-    """Columns of few distinct values: both libraries bin them one value a bin."""
-    rng = np.random.default_rng(1)
-    x = rng.integers(0, 8, size=(600, 5)).astype(float)
-    y = 0.8 * x[:, 0] - 0.5 * x[:, 1] + 0.3 * x[:, 2] * (x[:, 3] > 3) + rng.normal(0, 1.0, 600)
-    if objective == "binary":
-        y = (y > np.median(y)).astype(float)
-    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)]).assign(y=y)
-    return x, y, split_columns(frame, [["f3", "f4"]], label="y")
-
-
 @pytest.mark.parametrize("objective, xgb_objective", [("binary", "binary:logistic"),
                                                       ("regression", "reg:squarederror")])
 @pytest.mark.parametrize("monotone, interaction", [
@@ -182,7 +171,7 @@ def _integer_table(objective: str):
     ({"f0": 1, "f3": -1}, [["f0", "f3"], ["f1", "f2"]]),
 ], ids=["monotone", "interaction", "both"])
 def test_predictions_equal_xgboost_hist(objective, xgb_objective, monotone, interaction):
-    x, y, (active, passives) = _integer_table(objective)
+    x, y, (active, passives) = integer_table(objective, seed=1)
     params = BoostParams(n_trees=6, max_depth=4, learning_rate=0.3, subsample=1.0, max_bin=32, objective=objective,
                          monotone_constraints=monotone, interaction_constraints=interaction)
     model, _ = train_local(active, passives, params)

@@ -22,6 +22,7 @@ from teeboost.federation import train_local
 from teeboost.protocols.enclave import messages as em
 
 from .helpers import SMALL, federated_descriptions, split_descriptions
+from .helpers import integer_table as _integer_table
 
 PARAMS = BoostParams(n_trees=3, max_depth=3, reg_alpha=0.5, max_delta_step=0.3, colsample_bytree=0.5,
                      random_state=3, subsample=0.8, max_bin=32)
@@ -186,18 +187,6 @@ def test_central_refuses_party_widths_that_do_not_add_up():
 
 
 # ---------------------------------------------------------------- against XGBoost
-
-def _integer_table(objective: str):
-    """Columns of few distinct values: both libraries bin them one value a bin, so the trees
-    can be compared split for split."""
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 8, size=(600, 5)).astype(float)
-    y = 0.8 * x[:, 0] - 0.5 * x[:, 1] + 0.3 * x[:, 2] * (x[:, 3] > 3) + rng.normal(0, 1.0, 600)
-    if objective == "binary":
-        y = (y > np.median(y)).astype(float)
-    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)]).assign(y=y)
-    return x, y, split_columns(frame, [["f3", "f4"]], label="y")
-
 
 @pytest.mark.parametrize("objective, xgb_objective", [("binary", "binary:logistic"),
                                                       ("regression", "reg:squarederror")])
