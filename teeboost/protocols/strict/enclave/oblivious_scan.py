@@ -21,28 +21,91 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["CodeTable", "scan", "KEY_BYTES"]
+__all__ = ["CodeTable", "scan", "KEY_BYTES", "BLOCK_ROWS"]
 
 KEY_BYTES = 8
 
 
+#: Rows read together: a block stays in the core's cache while every group of queries passes over it.
+BLOCK_ROWS = 2048
+
+
 @numba.njit(cache=False, nogil=True)  # the measured loader reads source, not files: compiled per enclave
-def _scan(words: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
+def _scan4(words: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
+    """Four queries per pass over a block (``queries`` padded with -1, which matches no row)."""
     n_rows, width = words.shape
-    k = queries.size
-    for i in range(n_rows):
-        for w in range(width):
-            value = words[i, w]
-            for j in range(k):
-                out[w, j] |= value & (np.uint64(0) - np.uint64(queries[j] == i))
+    zero = np.uint64(0)
+    for start in range(0, n_rows, BLOCK_ROWS):
+        stop = min(start + BLOCK_ROWS, n_rows)
+        for j in range(0, queries.size, 4):
+            q0, q1, q2, q3 = queries[j], queries[j + 1], queries[j + 2], queries[j + 3]
+            for w in range(width):
+                a0 = zero
+                a1 = zero
+                a2 = zero
+                a3 = zero
+                for i in range(start, stop):
+                    value = words[i, w]
+                    a0 |= value & (zero - np.uint64(q0 == i))
+                    a1 |= value & (zero - np.uint64(q1 == i))
+                    a2 |= value & (zero - np.uint64(q2 == i))
+                    a3 |= value & (zero - np.uint64(q3 == i))
+                out[w, j] |= a0
+                out[w, j + 1] |= a1
+                out[w, j + 2] |= a2
+                out[w, j + 3] |= a3
+
+
+@numba.njit(cache=False, nogil=True)
+def _scan8(words: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
+    """Eight queries per pass over a block (``queries`` padded with -1)."""
+    n_rows, width = words.shape
+    zero = np.uint64(0)
+    for start in range(0, n_rows, BLOCK_ROWS):
+        stop = min(start + BLOCK_ROWS, n_rows)
+        for j in range(0, queries.size, 8):
+            q0, q1, q2, q3 = queries[j], queries[j + 1], queries[j + 2], queries[j + 3]
+            q4, q5, q6, q7 = queries[j + 4], queries[j + 5], queries[j + 6], queries[j + 7]
+            for w in range(width):
+                a0 = zero
+                a1 = zero
+                a2 = zero
+                a3 = zero
+                a4 = zero
+                a5 = zero
+                a6 = zero
+                a7 = zero
+                for i in range(start, stop):
+                    value = words[i, w]
+                    a0 |= value & (zero - np.uint64(q0 == i))
+                    a1 |= value & (zero - np.uint64(q1 == i))
+                    a2 |= value & (zero - np.uint64(q2 == i))
+                    a3 |= value & (zero - np.uint64(q3 == i))
+                    a4 |= value & (zero - np.uint64(q4 == i))
+                    a5 |= value & (zero - np.uint64(q5 == i))
+                    a6 |= value & (zero - np.uint64(q6 == i))
+                    a7 |= value & (zero - np.uint64(q7 == i))
+                out[w, j] |= a0
+                out[w, j + 1] |= a1
+                out[w, j + 2] |= a2
+                out[w, j + 3] |= a3
+                out[w, j + 4] |= a4
+                out[w, j + 5] |= a5
+                out[w, j + 6] |= a6
+                out[w, j + 7] |= a7
 
 
 def scan(words: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """(rows, width) uint64 table, k handles -> (k, width) the rows at those handles, every row
-    of the table read for each call. A handle outside the table selects nothing (all zeros)."""
-    out = np.zeros((words.shape[1], queries.size), dtype=np.uint64)
-    _scan(np.ascontiguousarray(words, dtype=np.uint64), np.ascontiguousarray(queries, dtype=np.int64), out)
-    return np.ascontiguousarray(out.T)
+    of the table read for each group of four or eight handles (which kernel, and how many
+    passes, depends on k alone). A handle outside the table selects nothing (all zeros)."""
+    k = int(queries.size)
+    group = 4 if k <= 4 else 8
+    padded = np.full(max(group, -(-k // group) * group), -1, dtype=np.int64)
+    padded[:k] = np.asarray(queries, dtype=np.int64)
+    out = np.zeros((words.shape[1], padded.size), dtype=np.uint64)
+    (_scan4 if group == 4 else _scan8)(np.ascontiguousarray(words, dtype=np.uint64), padded, out)
+    return np.ascontiguousarray(out[:, :k].T)
 
 
 class CodeTable:
