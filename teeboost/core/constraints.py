@@ -192,10 +192,6 @@ class PartyConstraints:
     monotone: bool = False  # any column of any party constrained: every gain from clipped weights
     interaction: bool = False
 
-    @classmethod
-    def none(cls, n_features: int) -> "PartyConstraints":
-        return cls(np.zeros(n_features, np.int8), np.zeros(n_features, np.int64))
-
     def allowed(self, sets: np.ndarray, own_paths: list[frozenset[int]]) -> np.ndarray | None:
         """bool (nodes, columns): the columns each node may split on, from its interaction
         state (``sets`` per node) and this party's columns on its path; None: all."""

@@ -188,7 +188,7 @@ class NteeActive(ActiveSplitting):
                                         **constrained))
         self.announcements.clear()
         pending = self._in_background(self._level_exchange, level)
-        mine = self._limits(0, self.columns.n_features, nodes, limits)
+        mine = self._limits(0, nodes, limits)
         own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree,
                                           **mine)
         replies = pending.result()

@@ -195,7 +195,7 @@ class OneTeeActive(ActiveSplitting):
         announced = self.announcements.for_all()
         self.announcements.clear()
         pending = self.channel.submit_all(requests)
-        mine = self._limits(0, self.columns.n_features, nodes, limits)
+        mine = self._limits(0, nodes, limits)
         own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree,
                                           **mine)
         replies = pending.result()
@@ -225,7 +225,7 @@ class OneTeeActive(ActiveSplitting):
                                         **limits_fields(limits, nodes)))
         self.announcements.clear()
         pending = self._in_background(self._level_exchange, level)
-        mine = self._limits(0, self.columns.n_features, nodes, limits)
+        mine = self._limits(0, nodes, limits)
         own, valid, left = own_candidates(self.columns, nodes, node_rows, self.codec, self.criteria, self._tree,
                                           **mine)
         pending.result()

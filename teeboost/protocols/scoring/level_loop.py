@@ -107,7 +107,7 @@ class ActiveSplitting(SplitFinder, ABC):
         """Parties whose candidates this host scores (and so whose winning columns it knows)."""
         return [0]
 
-    def _limits(self, party: int, n_features: int, nodes: list[int], limits) -> dict:
+    def _limits(self, party: int, nodes: list[int], limits) -> dict:
         """``best_splits`` keywords applying the constraints to ``party``'s candidates."""
         constraints = self.party_constraints.get(party)
         if limits is None or constraints is None:
@@ -261,7 +261,7 @@ class ActiveScoring(ActiveSplitting, ABC):
         pending = self.channel.submit_all(requests)
         own = self.columns.best(nodes, node_rows, self.codec, self.criteria,
                                 sampled_features(self.criteria, 0, self._tree, self.columns.n_features),
-                                **self._limits(0, self.columns.n_features, nodes, limits))
+                                **self._limits(0, nodes, limits))
         replies = pending.result()
         candidates: list[list[tuple[int, NodeBest]]] = [[(0, best)] for best in own]
         for party, reply in sorted(replies.items()):
@@ -279,7 +279,7 @@ class ActiveScoring(ActiveSplitting, ABC):
             sampled = sampled_features(self.criteria, party, self._tree, self.passive_bins[party].size)
             for i, best in enumerate(best_splits(hist, self.passive_bins[party], self.codec, self.criteria,
                                                  self.passive_categorical[party], sampled,
-                                                 **self._limits(party, self.passive_bins[party].size, nodes, limits))):
+                                                 **self._limits(party, nodes, limits))):
                 candidates[i].append((party, best))
         found: list[SplitInfo | None] = []
         for node, node_candidates in zip(nodes, candidates):
