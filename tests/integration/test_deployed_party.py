@@ -45,7 +45,7 @@ def popen(*args):
 def deployed(tmp_path):
     """One active party's config (a second one training into another model directory) and a
     running passive party process; a strict model trained and saved by both."""
-    configs = write_federation(tmp_path, n_passive=1, training=TRAINING)
+    configs = write_federation(tmp_path, n_passive=1, training=TRAINING, rows=5000)
     process, address = start_passive(configs["passive-1"], tmp_path / "passive-1.address", tmp_path / "passive-1.log")
     set_peer_addresses(configs["active"], {1: ("passive-1", address)})
     other = tmp_path / "active-b.toml"  # the same party, training a larger model into another model directory

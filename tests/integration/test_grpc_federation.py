@@ -19,7 +19,7 @@ from teeboost.transport.tls import create_federation_certs
 
 from ..helpers import federated_descriptions, stop_passive_parties
 
-TRAINING = {"n_trees": 3, "max_depth": 3, "subsample": 0.8, "max_bin": 32}
+TRAINING = {"n_trees": 3, "max_depth": 3, "subsample": 0.8, "max_bin": 32, "min_samples_leaf": 20}
 
 
 def run_cli(*args, timeout=300):
@@ -30,7 +30,7 @@ def run_cli(*args, timeout=300):
 @pytest.fixture
 def federation(tmp_path):
     """Active + two passive parties; passives running as processes; stopped afterwards."""
-    configs = write_federation(tmp_path, n_passive=2, training=TRAINING)
+    configs = write_federation(tmp_path, n_passive=2, training=TRAINING, rows=5000)
     processes, addresses = [], {}
     for k in (1, 2):
         name = f"passive-{k}"
@@ -155,7 +155,11 @@ def test_peer_killed_mid_training_stops_the_others_with_a_clear_error(federation
     active = subprocess.Popen([sys.executable, "-m", "teeboost.cli", "party", "--config", str(configs["active"])],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     model_dir = workdir / "model-active"
-    time.sleep(8)  # PSI and a few trees
+    checkpoint = model_dir / "checkpoint" / "active.ckpt"
+    deadline = time.monotonic() + 60
+    while not checkpoint.exists() and time.monotonic() < deadline and active.poll() is None:
+        time.sleep(0.1)  # PSI done, and training under way: its first checkpoint is written
+    assert checkpoint.exists(), "the active party never checkpointed"
     processes[1].kill()
     started = time.monotonic()
     _, stderr = active.communicate(timeout=120)

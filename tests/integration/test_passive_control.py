@@ -39,7 +39,7 @@ def per_party_certificates(workdir, configs):
 
 
 def test_a_passive_party_that_serves_ntee_only(tmp_path):
-    configs = write_federation(tmp_path, n_passive=1, training={"n_trees": 2, "max_depth": 3})
+    configs = write_federation(tmp_path, n_passive=1, training={"n_trees": 2, "max_depth": 3}, rows=5000)
     per_party_certificates(tmp_path, configs)
     passive_text = configs["passive-1"].read_text()
     passive_text = re.sub(r"\[policy\]\nprotocols = .*\n", '[policy]\nprotocols = ["ntee"]\nmax_trees = 10\n',

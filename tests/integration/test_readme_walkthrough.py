@@ -93,7 +93,14 @@ def run_serving(workdir: Path) -> dict:
     return row
 
 
-def test_readme_walkthrough_runs_verbatim(tmp_path):
+def test_readme_walkthrough_runs_verbatim_then_again_in_the_same_directory(tmp_path):
+    """The walkthrough, verbatim, then the serving section after it; then the walkthrough again
+    in the same directory (one test: the second run needs the first's directory). The second
+    run reuses every key (the tee and certs steps print or keep what is there); within 24 h
+    the passive party's leakage budget refuses the new run by name, and the first run's
+    predictions are gone, so nothing stale is printed or left to read. The serving section
+    still scores its customer after either run: the model is the first run's, and the same
+    customer with the same values is not charged again."""
     code, out, err, seconds = run_walkthrough(tmp_path)
     assert code == 0, f"walkthrough exited with {code} after {seconds:.0f} s\n--- stdout\n{out[-3000:]}\n--- stderr\n{err[-3000:]}"
     assert "Traceback" not in out + err, err[-3000:]
@@ -109,18 +116,8 @@ def test_readme_walkthrough_runs_verbatim(tmp_path):
     # the leakage budget: held-out rows and new customers scored once each, 8 bits per row
     assert "budget: 8 bits per row per day; strict outputs at 8 bits" in out and "largest 8 bits per row" in out
     print(f"README walkthrough: {seconds:.1f} s")
-    run_serving(tmp_path)  # the section after it: the service, one customer scored with curl
+    first = run_serving(tmp_path)  # the section after it: the service, one customer scored with curl
 
-
-def test_readme_walkthrough_run_again_in_the_same_directory_keeps_keys_and_shows_no_stale_scores(tmp_path):
-    """A second run reuses every key (the tee and certs steps print or keep what is there);
-    within 24 h the passive party's leakage budget refuses the new run by name, and the
-    first run's predictions are gone, so nothing stale is printed or left to read. The serving
-    section still scores its customer after either run: the model is the first run's, and the
-    same customer with the same values is not charged again."""
-    code, out, err, _ = run_walkthrough(tmp_path)
-    assert code == 0, err[-3000:]
-    first = run_serving(tmp_path)
     keys = {p: p.read_bytes() for p in tmp_path.glob("*/*.key")}
     assert len(keys) == 7  # the CA's, two TLS keys, two platforms, two identities
     code, out, err, seconds = run_walkthrough(tmp_path)

@@ -23,7 +23,7 @@ from teeboost.row_matching import align_parties, train_test_rows
 
 from ..helpers import federated_descriptions
 
-TRAINING = {"n_trees": 8, "max_depth": 3, "subsample": 0.8, "max_bin": 32}
+TRAINING = {"n_trees": 8, "max_depth": 3, "subsample": 0.8, "max_bin": 32, "min_samples_leaf": 20}
 PROTOCOL = "ntee"  # enclaves at every party: their state is rebuilt and re-attested on resume
 
 
@@ -47,7 +47,7 @@ def wait_for_checkpoint(path, n_trees, process, timeout=120):
 
 @pytest.fixture
 def federation(tmp_path):
-    configs = write_federation(tmp_path, n_passive=2, training={**TRAINING})
+    configs = write_federation(tmp_path, n_passive=2, training={**TRAINING}, rows=5000)
     text = configs["active"].read_text().replace('protocol = "plain"', f'protocol = "{PROTOCOL}"')
     configs["active"].write_text(text.replace("connect_timeout = 30", "connect_timeout = 30\nrecover_timeout = 90"))
     passives, addresses = {}, {}

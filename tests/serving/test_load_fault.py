@@ -32,7 +32,7 @@ from .helpers import active_only_credit, request_rows, start_service
 
 LOCUSTFILE = Path(__file__).with_name("locust_scoring.py")
 TIMEOUT = 2.0  # [serving] timeout, the default: a passive party that does not answer fails the batch by then
-USERS, RUN_SECONDS, KILL_AT, DOWN_FOR = 20, 26, 6.0, 6.0
+USERS, RUN_SECONDS, KILL_AT, DOWN_FOR = 20, 21, 4.0, 5.0
 HELD, UNHELD = 150, 4  # customers both parties hold; ids the passive party does not hold
 RECOVERY = 5.0  # seconds after the passive party's ready file reappears
 
@@ -143,7 +143,7 @@ def test_locust_load_with_the_passive_party_killed_and_restarted(deployment):
         else:
             assert np.isnan(probability)
 
-    # -- Locust: 20 users, one row a request; the passive party killed at ~6 s, restarted ~6 s later
+    # -- Locust: 20 users, one row a request; the passive party killed at ~4 s, restarted ~5 s later
     plan, record = tmp / "plan.json", tmp / "answers.jsonl"
     plan.write_text(json.dumps({"models": ["default", "no-fallback"], "rows": rows}))
     env = {**os.environ, "TEEBOOST_LOAD_PLAN": str(plan), "TEEBOOST_LOAD_RECORD": str(record)}
