@@ -45,6 +45,7 @@ from ..data_sources import read_party, source_columns
 from ..errors import (AttestationError, Busy, ConfigError, EnclaveError, IntegrityError, ProtocolError, Refused,
                       TeeboostError)
 from ..federation import build_passive
+from ..heap import settle
 from ..model_files import PassiveModel, load_passive, passive_file, save_models
 from teeboost.protocols.messages import Ack, RouteRequest
 from ..parties.passive import PassiveParty
@@ -476,6 +477,7 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dic
                          on_refused=service.transport_refused, online_handler=service.handle_online)
     service.server = server
     server.start()
+    settle()  # what start-up loaded stays out of full collections (teeboost.heap)
     host = config.listen.rsplit(":", 1)[0]
     address = f"{host}:{server.port}"
     print(f"teeboost: party {config.name} (passive {config.index}) listening on {address} "

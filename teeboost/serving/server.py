@@ -19,6 +19,8 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
+from ..heap import settle
+
 __all__ = ["bind", "run", "url_of"]
 
 log = logging.getLogger("teeboost.serving")
@@ -115,6 +117,7 @@ def run(app: FastAPI, sock: socket.socket, *, ready_file: Path | None = None, ac
     ready = {"url": url_of(sock), "pid": os.getpid(), "models": models}
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=access_log,
                             timeout_graceful_shutdown=30)
+    settle()  # the loaded models and libraries stay out of full collections (teeboost.heap)
     try:
         asyncio.run(_serve(_Server(config), sock, app, ready, ready_file))
     finally:

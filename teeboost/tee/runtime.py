@@ -14,6 +14,7 @@ cannot probe its checks one bit at a time. This module is measured with the prog
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import traceback
@@ -119,6 +120,8 @@ def serve(read_fd: int, write_fd: int, program: bytes, measurement: bytes, confi
         runtime = EnclaveRuntime(measurement, Ed25519PrivateKey.from_private_bytes(key), platform_id,
                                  sealing_secret, config)
         ecalls = _load_program(program)
+        gc.collect()  # the loaded program and its libraries stay out of full collections (teeboost.heap)
+        gc.freeze()
     except Exception as exc:  # report load failures (including unmeasured imports) to the host
         _write_frame(write_fd, _error("EnclaveError", f"enclave failed to load: {type(exc).__name__}: {exc}"))
         return

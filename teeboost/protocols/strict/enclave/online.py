@@ -17,6 +17,7 @@ entry per row, charged or not, so it does not show which rows were new today.
 
 from __future__ import annotations
 
+import gc
 import json
 
 import numpy as np
@@ -176,6 +177,8 @@ def ecall_online_table(rt, payload):
         raise ProtocolError("refused: two rows share a ledger key (each row is charged under its own)")
     codes = CodeTable(np.ascontiguousarray(msg.raw, dtype=np.float64), keys, records[1], records[2], records[4])
     codes.rows(np.zeros(0, dtype=np.int64))  # the scan is compiled now, not at the first request
+    gc.collect()  # the compiler's objects and the table stay out of full collections during requests
+    gc.freeze()
     ledger, version = (replay_log(rt, current.party, msg.ledger_log.tobytes(), msg.ledger_version) if counted
                        else (empty_ledger(), 0))
     now = max(float(msg.now), float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
