@@ -18,10 +18,12 @@ travels with it. At 1e6 rows of 5 columns that is 2 words a row, 16 MB per scan.
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 
-__all__ = ["CodeTable", "scan", "KEY_BYTES", "BLOCK_ROWS"]
+__all__ = ["CodeTable", "scan", "row_runs", "KEY_BYTES", "BLOCK_ROWS", "PARALLEL_ROWS"]
 
 KEY_BYTES = 8
 
@@ -98,14 +100,57 @@ def _scan8(words: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
 def scan(words: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """(rows, width) uint64 table, k handles -> (k, width) the rows at those handles, every row
     of the table read for each group of four or eight handles (which kernel, and how many
-    passes, depends on k alone). A handle outside the table selects nothing (all zeros)."""
+    passes, depends on k alone). A handle outside the table selects nothing (all zeros).
+
+    Tables of ``PARALLEL_ROWS`` rows or more are cut into ``threads()`` equal runs of whole
+    blocks, each scanned by its own thread (the kernels release the GIL) for every handle,
+    shifted into the run's own numbering: which rows a thread reads depends on the table's size
+    alone, and the runs' answers are OR-ed (each row lies in one run)."""
     k = int(queries.size)
     group = 4 if k <= 4 else 8
     padded = np.full(max(group, -(-k // group) * group), -1, dtype=np.int64)
     padded[:k] = np.asarray(queries, dtype=np.int64)
-    out = np.zeros((words.shape[1], padded.size), dtype=np.uint64)
-    (_scan4 if group == 4 else _scan8)(np.ascontiguousarray(words, dtype=np.uint64), padded, out)
+    table = np.ascontiguousarray(words, dtype=np.uint64)
+    kernel = _scan4 if group == 4 else _scan8
+    runs = row_runs(table.shape[0])
+    outs = [np.zeros((table.shape[1], padded.size), dtype=np.uint64) for _ in runs]
+    # a handle below a run's start goes negative, one past its end stays past it: neither matches
+    jobs = [(table[a:b], np.where(padded >= 0, padded - a, -1), out) for (a, b), out in zip(runs, outs)]
+    if len(jobs) == 1:
+        kernel(*jobs[0])
+    else:
+        for future in [_pool().submit(kernel, *job) for job in jobs]:
+            future.result()
+    out = outs[0]
+    for other in outs[1:]:
+        out |= other
     return np.ascontiguousarray(out[:, :k].T)
+
+
+#: Tables this large are scanned by several threads (below it, a thread costs more than it saves).
+PARALLEL_ROWS = 64 * BLOCK_ROWS
+_POOL: list = []
+
+
+def row_runs(n: int) -> list[tuple[int, int]]:
+    """The (start, stop) rows each thread scans: whole blocks, as even as they go, from ``n`` alone."""
+    parts = threads() if n >= PARALLEL_ROWS else 1
+    blocks = -(-n // BLOCK_ROWS)
+    edges = [min(n, (blocks * t // parts) * BLOCK_ROWS) for t in range(parts + 1)]
+    return list(zip(edges, edges[1:]))
+
+
+def threads() -> int:
+    """Threads a large scan uses: the enclave's cores, at most 4."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _pool():
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL.append(ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="oblivious-scan"))
+    return _POOL[0]
 
 
 class CodeTable:
