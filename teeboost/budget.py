@@ -223,13 +223,11 @@ class SealedLedgerFile:
 
     def append_online(self, record: bytes, version: int) -> None:
         """The record first, its version after: a crash between leaves the log one ahead,
-        which the enclave accepts (it only over-counts). Without fsync, as the row ledger's
-        commits (docs/online-scoring.md, Durability): a process crash loses no record; an
-        fsync per request had put the disk's flushes of everything else (a new 1e6-row data
-        file, its id set) into the strict p99 (benchmarks/serving.py: 483-750 ms at 1e6 ids)."""
+        which the enclave accepts (it only over-counts)."""
         fd = os.open(self.online_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
-            _write_all(fd, len(record).to_bytes(4, "big") + record)
+            os.write(fd, len(record).to_bytes(4, "big") + record)
+            os.fsync(fd)
         finally:
             os.close(fd)
         self.versions.set_meta_int("online_ledger_version", version)
@@ -244,10 +242,3 @@ class SealedLedgerFile:
             os.fsync(handle.fileno())
         os.replace(tmp, self.online_log)
         self.versions.set_meta_int("online_ledger_version", version)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """os.write until every byte is written (a write may take fewer)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
