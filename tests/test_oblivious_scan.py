@@ -23,22 +23,27 @@ def test_the_scan_returns_the_rows_at_the_handles(k):
     assert np.array_equal(scan(words, handles), expected)
 
 
-def test_a_large_table_is_scanned_by_threads_whose_rows_depend_on_its_size_alone(monkeypatch):
+@pytest.mark.parametrize("threads, k", [(2, 3), (3, 21), (4, 9)])
+def test_a_large_table_is_scanned_by_threads_whose_rows_depend_on_its_size_alone(monkeypatch, threads, k):
     """Past ``PARALLEL_ROWS`` each thread scans a fixed run of whole blocks for every handle:
-    the runs cover the table once, whatever the handles, and rows at the runs' edges are found."""
+    the runs cover the table once, whatever the handles, and rows at the runs' edges are found
+    (with each kernel: four handles a pass, and eight)."""
     from teeboost.protocols.strict.enclave import oblivious_scan as module
 
-    monkeypatch.setattr(module, "threads", lambda: 3)
+    monkeypatch.setattr(module, "threads", lambda: threads)
     n = module.PARALLEL_ROWS + 5 * BLOCK_ROWS + 11
     runs = module.row_runs(n)
-    assert len(runs) == 3 and runs[0][0] == 0 and runs[-1][1] == n
+    assert len(runs) == threads and runs[0][0] == 0 and runs[-1][1] == n
     assert all(a % BLOCK_ROWS == 0 and a < b for a, b in runs) and all(x[1] == y[0] for x, y in zip(runs, runs[1:]))
     rng = np.random.default_rng(7)
     words = rng.integers(0, 2**63, size=(n, 2), dtype=np.int64).astype(np.uint64)
     seen = []
-    kernel = module._scan8
-    monkeypatch.setattr(module, "_scan8", lambda w, q, out: (seen.append((w.shape, q.size)), kernel(w, q, out)))
-    edges = np.array([a for a, _ in runs[1:]] + [b - 1 for _, b in runs] + [-1, n, 0, 1, 5, 9, 13, 17], dtype=np.int64)
+    for name in ("_scan4", "_scan8"):
+        kernel = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda w, q, out, kernel=kernel: (seen.append((w.shape, q.size)),
+                                                                            kernel(w, q, out)))
+    edges = np.array([a for a, _ in runs[1:]] + [b - 1 for _, b in runs] + [-1, n, 0, 1, 5, 9, 13, 17, n - 1] * 3,
+                     dtype=np.int64)[:k]
     calls = []
     for handles in (edges, rng.integers(0, n, size=edges.size)):
         seen.clear()
@@ -47,4 +52,4 @@ def test_a_large_table_is_scanned_by_threads_whose_rows_depend_on_its_size_alone
         expected[inside] = words[handles[inside]]
         assert np.array_equal(module.scan(words, handles), expected)
         calls.append(sorted(seen))
-    assert calls[0] == calls[1] and len(calls[0]) == 3  # the same runs and sizes for other handles
+    assert calls[0] == calls[1] and len(calls[0]) == threads  # the same runs and sizes for other handles

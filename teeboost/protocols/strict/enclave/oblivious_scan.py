@@ -19,6 +19,7 @@ travels with it. At 1e6 rows of 5 columns that is 2 words a row, 16 MB per scan.
 from __future__ import annotations
 
 import os
+import threading
 
 import numba
 import numpy as np
@@ -130,6 +131,7 @@ def scan(words: np.ndarray, queries: np.ndarray) -> np.ndarray:
 #: Tables this large are scanned by several threads (below it, a thread costs more than it saves).
 PARALLEL_ROWS = 64 * BLOCK_ROWS
 _POOL: list = []
+_POOL_LOCK = threading.Lock()
 
 
 def row_runs(n: int) -> list[tuple[int, int]]:
@@ -146,11 +148,12 @@ def threads() -> int:
 
 
 def _pool():
-    if not _POOL:
-        from concurrent.futures import ThreadPoolExecutor
+    with _POOL_LOCK:  # one pool, also when two requests make the first large scan at once
+        if not _POOL:
+            from concurrent.futures import ThreadPoolExecutor
 
-        _POOL.append(ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="oblivious-scan"))
-    return _POOL[0]
+            _POOL.append(ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="oblivious-scan"))
+        return _POOL[0]
 
 
 class CodeTable:
