@@ -1,9 +1,11 @@
 """``FederatedScorer``: the active party's saved model scoring rows online, its passive parties
 answering over gRPC with mutual TLS (``teeboost.protocols.online``).
 
-Concurrent requests are micro-batched: each batch costs one blinded round trip per passive
-party for its ids, then the routing rounds (one per tree level, all trees at once, plain,
-SecureBoost, N-TEE, 1-TEE) or one sealed exchange between enclaves (strict). A request is
+Concurrent requests are micro-batched in two stages, each one batch at a time: the lookup
+(one blinded round trip per passive party for the batch's ids, on its own transport session),
+then the scoring (the routing rounds, one per tree level, all trees at once, plain, SecureBoost,
+N-TEE, 1-TEE; or one sealed exchange between enclaves, strict). While one batch is scored the
+next one's ids are looked up. A request is
 either scored with the model it names or says why not: a row whose id a passive party does not
 hold is left unscored with that reason; a passive party that does not answer within
 ``[serving] timeout`` fails the batch fast with ``PeerUnavailable`` (the service then errors or
@@ -16,6 +18,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +63,7 @@ class FederatedScorer:
         self._width = self.model.ensemble.n_outputs if self.objective == "multiclass" else 1
         self._own = RecordArrays.from_owner(self.model.owner)
         self._channel: GrpcChannel | None = None
+        self._lookup: GrpcChannel | None = None
         self._setup: GrpcChannel | None = None
         self._channel_lock = threading.Lock()
         self._strict = None
@@ -69,6 +73,7 @@ class FederatedScorer:
             self._strict = StrictOnlineActive(self)
         self.counts = {"batches": 0, "rows": 0, "unmatched": 0, "unavailable": 0, "reconnects": 0,
                        "id_set_fetches": 0, "bytes": 0}
+        self._lookups = MicroBatcher(self._serve_lookups, name=f"lookup-{name}", max_items=MAX_BATCH_ROWS, size=len)
         self._batcher = MicroBatcher(self._serve, name=f"serve-{name}", max_items=MAX_BATCH_ROWS,
                                      size=lambda item: len(item[0]))
 
@@ -77,8 +82,12 @@ class FederatedScorer:
     def score(self, ids: list[str], features: np.ndarray) -> ScoredRows:
         if len(ids) != features.shape[0]:
             raise ValueError("one id per row")
-        parts = [self._batcher.submit((ids[a:a + MAX_BATCH_ROWS], features[a:a + MAX_BATCH_ROWS]))
-                 for a in range(0, len(ids), MAX_BATCH_ROWS)]
+        parts = []
+        for a in range(0, len(ids), MAX_BATCH_ROWS):
+            chunk = ids[a:a + MAX_BATCH_ROWS]
+            found = self._lookups.submit(chunk)  # raises PeerUnavailable
+            parts.append(found if isinstance(found, ScoredRows)  # refused at the lookup
+                         else self._batcher.submit((chunk, features[a:a + MAX_BATCH_ROWS], found)))
         return ScoredRows(np.concatenate([p.values for p in parts]), [r for p in parts for r in p.reasons],
                           {"bytes": sum(p.traffic.get("bytes", 0) for p in parts)})
 
@@ -100,44 +109,85 @@ class FederatedScorer:
         return {"rows_scored": self.counts["rows"], "rows_unmatched": self.counts["unmatched"]}
 
     def close(self) -> None:
+        self._lookups.close()
         self._batcher.close()
         if self._strict is not None:
             self._strict.close()
+        self._drop_lookup()
         self._drop_channel()
 
-    # -- one micro-batch
+    # -- one lookup micro-batch
 
-    def _serve(self, batch: list[tuple[list[str], np.ndarray]]) -> list:
-        ids = [i for part, _ in batch for i in part]
-        raw = np.concatenate([np.asarray(x, dtype=np.float64) for _, x in batch]) if batch else np.zeros((0, 0))
+    def _serve_lookups(self, batch: list[list[str]]) -> list:
+        """Each request's ids -> ``_Found`` (the id set versions and each passive party's handles),
+        or a ``ScoredRows`` of refused rows, or ``PeerUnavailable``."""
+        ids = [i for part in batch for i in part]
+        try:
+            channel = self._lookup_channel()
+            before = channel.traffic.to_dict()["bytes_total"]
+            versions, handles = self._handles(channel, ids)
+            sent = channel.traffic.to_dict()["bytes_total"] - before
+        except (TransportUnavailable, TimeoutError) as exc:
+            self._drop_lookup()
+            self._drop_channel()  # the passive party went away: its sessions on the other stage went with it
+            return [self._unavailable(exc)] * len(batch)
+        except ProtocolError as exc:
+            self._drop_lookup()
+            if "did not answer within" in str(exc):
+                self._drop_channel()
+                return [self._unavailable(exc)] * len(batch)
+            if len(batch) > 1:
+                return [self._serve_lookups([part])[0] for part in batch]  # one request's refusal is not its neighbours'
+            return [self._refused(batch[0], exc)]
+        out, start = [], 0
+        for part in batch:
+            stop = start + len(part)
+            out.append(_Found(versions, {p: h[start:stop] for p, h in handles.items()},
+                              sent * len(part) // max(1, len(ids))))
+            start = stop
+        return out
+
+    def _unavailable(self, exc: Exception) -> PeerUnavailable:
+        self.counts["unavailable"] += 1
+        party = next((n for i, n in self._names.items() if f"party {i} ({n})" in str(exc)), None)
+        return PeerUnavailable(party or next(iter(self._names.values()), "passive party"), str(exc))
+
+    def _refused(self, part: list[str], exc: ProtocolError) -> ScoredRows:
+        """The passive party refused these rows (its policy, its budget, a fault it names): they
+        are not scored, and say why."""
+        reason = str(exc).split(": ", 1)[-1] if "refused the request" in str(exc) else str(exc)
+        return ScoredRows(np.full((len(part), self._width), np.nan), [reason[:500]] * len(part))
+
+    # -- one scoring micro-batch
+
+    def _serve(self, batch: list[tuple[list[str], np.ndarray, "_Found"]]) -> list:
+        ids = [i for part, _, _ in batch for i in part]
+        raw = np.concatenate([np.asarray(x, dtype=np.float64) for _, x, _ in batch]) if batch else np.zeros((0, 0))
+        found = None
+        if batch and all(f.versions == batch[0][2].versions for _, _, f in batch):
+            found = _Found(batch[0][2].versions, {p: np.concatenate([f.handles[p] for _, _, f in batch])
+                                                  for p in batch[0][2].handles}, sum(f.sent for _, _, f in batch))
         try:
             try:
-                values, reasons, sent = self._score_rows(ids, raw)
+                values, reasons, sent = self._score_rows(ids, raw, found)
             except ProtocolError as exc:
                 if STALE_IDS not in str(exc):
                     raise
                 for cache in self.caches.values():  # the data changed between the lookup and the routing:
                     cache.version = ""              # look the ids up again in the new set, once
-                values, reasons, sent = self._score_rows(ids, raw)
+                values, reasons, sent = self._score_rows(ids, raw, None)
         except (TransportUnavailable, TimeoutError) as exc:
             self._drop_channel()
-            self.counts["unavailable"] += 1
-            party = next((n for i, n in self._names.items() if f"party {i} ({n})" in str(exc)), "passive party")
-            return [PeerUnavailable(party, str(exc))] * len(batch)
+            return [self._unavailable(exc)] * len(batch)
         except ProtocolError as exc:
             self._drop_channel()  # a session in doubt is not used again
             if "did not answer within" in str(exc):  # a stalled link: fail fast, as for one that is down
-                self.counts["unavailable"] += 1
-                return [PeerUnavailable(next(iter(self._names.values()), "passive party"), str(exc))] * len(batch)
+                return [self._unavailable(exc)] * len(batch)
             if len(batch) > 1:
                 return [self._alone(item) for item in batch]  # one request's refusal is not its neighbours'
-            # the passive party refused these rows (its policy, its budget, a fault it names): they
-            # are not scored, and say why
-            part, x = batch[0]
-            reason = str(exc).split(": ", 1)[-1] if "refused the request" in str(exc) else str(exc)
-            return [ScoredRows(np.full((len(part), self._width), np.nan), [reason[:500]] * len(part))]
+            return [self._refused(batch[0][0], exc)]
         out, start = [], 0
-        for part, _ in batch:
+        for part, _, _ in batch:
             stop = start + len(part)
             out.append(ScoredRows(values[start:stop], reasons[start:stop], {"bytes": sent * len(part) // max(1, len(ids))}))
             start = stop
@@ -146,10 +196,13 @@ class FederatedScorer:
     def _alone(self, item):
         return self._serve([item])[0]
 
-    def _score_rows(self, ids: list[str], raw: np.ndarray) -> tuple[np.ndarray, list, int]:
+    def _score_rows(self, ids: list[str], raw: np.ndarray, found: "_Found | None") -> tuple[np.ndarray, list, int]:
+        """``found``: the lookup stage's answer for ``ids`` (None: look them up here, on this
+        batch's own session, e.g. again after the passive party's data changed)."""
         channel = self._connected()
         before = channel.traffic.to_dict()["bytes_total"]
-        versions, handles = self._handles(channel, ids)
+        versions, handles = (found.versions, found.handles) if found is not None else self._handles(channel, ids)
+        looked_up = found.sent if found is not None else 0  # bytes of the lookup stage's round trip
         held = np.all(np.stack([h >= 0 for h in handles.values()]), axis=0) if handles else np.ones(len(ids), bool)
         values = np.full((len(ids), self._width), np.nan)
         reasons: list = [None] * len(ids)
@@ -164,7 +217,7 @@ class FederatedScorer:
             margin = (self._strict.margin(channel, raw[chosen], part, versions) if self._strict is not None
                       else self._trees.margin(chosen.size, self._asker(channel, raw[chosen], part, versions)))
             values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, self._width)
-        sent = channel.traffic.to_dict()["bytes_total"] - before
+        sent = channel.traffic.to_dict()["bytes_total"] - before + looked_up
         self.counts["batches"] += 1
         self.counts["rows"] += int(rows.size)
         self.counts["unmatched"] += len(ids) - int(rows.size)
@@ -220,6 +273,17 @@ class FederatedScorer:
                 self.counts["reconnects"] += 1
             return self._channel
 
+    def _lookup_channel(self) -> GrpcChannel:
+        """The lookup stage's own transport session, so that its round trip overlaps the
+        scoring stage's (a session carries one exchange at a time)."""
+        with self._channel_lock:
+            if self._lookup is None:
+                config = self.config
+                self._lookup = GrpcChannel(config.peers, sender=config.name, tls=config.tls, insecure=config.insecure,
+                                           timeout=self.timeout, max_message_bytes=config.max_message_bytes,
+                                           retries=1, retry_delay=0.05, online=True)
+            return self._lookup
+
     def _setup_channel(self) -> GrpcChannel:
         """For what may take long once: fetching an id set (a minute to build at 1e6 ids, 32 MB),
         attesting a strict session and loading its passive table. Its own transport session."""
@@ -231,14 +295,34 @@ class FederatedScorer:
                                           retries=1, retry_delay=0.05, online=True)
             return self._setup
 
-    def _drop_channel(self) -> None:
+    def _drop_lookup(self) -> None:
+        """The lookup stage's session only: the scoring stage may be using its own."""
         with self._channel_lock:
-            channels, self._channel, self._setup = [self._channel, self._setup], None, None
+            channel, self._lookup = self._lookup, None
+        if channel is not None:
+            channel.close()
+
+    def _drop_channel(self) -> None:
+        """The scoring stage's sessions (and a strict session in doubt); the lookup stage drops
+        its own when it fails. A request on a dropped session fails as ``PeerUnavailable``."""
+        with self._channel_lock:
+            channels = [self._channel, self._setup]
+            self._channel = self._setup = None
         for channel in channels:
             if channel is not None:
                 channel.close()
         if self._strict is not None:
             self._strict.reset()
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A request's ids in each passive party's id set: the set versions, and the handles (-1:
+    not held)."""
+
+    versions: dict[int, str]
+    handles: dict[int, np.ndarray]
+    sent: int  # this request's share of the lookup's bytes between the parties
 
 
 def _distinct_groups(keys: list[tuple]) -> list[np.ndarray]:

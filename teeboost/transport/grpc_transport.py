@@ -163,7 +163,12 @@ class GrpcChannel(Channel):
                 return {party: self._check(party, request, self._blocking(party, request))}
             except grpc.RpcError as exc:
                 raise self._error(party, exc) from None
-        futures = {p: self._calls[p].future(r, timeout=self.timeout) for p, r in requests.items()}
+            except ValueError:  # grpc: "Cannot invoke RPC on closed channel!"
+                raise self._closed(party) from None
+        try:
+            futures = {p: self._calls[p].future(r, timeout=self.timeout) for p, r in requests.items()}
+        except ValueError:
+            raise self._closed(next(iter(requests))) from None
         replies = {}
         for party, future in futures.items():
             try:
@@ -173,6 +178,13 @@ class GrpcChannel(Channel):
                     other.cancel()
                 raise self._error(party, exc) from None
         return replies
+
+    def _closed(self, index: int) -> PeerUnavailable:
+        """This channel was closed (by another thread giving up on the connection) while a
+        request was on its way: the peer is to be asked again on a new one."""
+        peer = self._peers[index]
+        return PeerUnavailable(f"passive party {index} ({peer.name}) at {peer.address}: the connection was closed "
+                               "while a request was on its way")
 
     def _blocking(self, party: int, request: Envelope) -> Envelope:
         """``_result``'s retries, for one peer without a future."""
