@@ -272,3 +272,23 @@ def test_online_sessions_are_served_beside_a_long_request_and_in_order_each(cert
         for channel in [slow, *fast]:
             channel.close()
         server.stop()
+
+
+def test_a_request_on_a_channel_another_thread_closed_says_the_peer_is_unavailable(certs):
+    """Online scoring drops a session from one stage while the other may be using it: the
+    request on its way fails as ``PeerUnavailable`` (retried on a new session, or answered
+    503 / fallback), never as grpc's ValueError (a 500)."""
+    from teeboost.errors import PeerUnavailable
+
+    server = PartyServer(lambda msg: Ack(), name="passive-1", listen="127.0.0.1:0", tls=certs["passive-1"]).start()
+    channel = GrpcChannel([Peer(1, "passive-1", f"127.0.0.1:{server.port}")], sender="active",
+                          tls=certs["active"], timeout=10, retries=0)
+    try:
+        assert channel.request(1, Hello("plain", 1, 0, 32)) == Ack()
+        channel.close()
+        with pytest.raises(PeerUnavailable, match="connection was closed while a request was on its way"):
+            channel.request(1, Hello("plain", 1, 0, 32))
+        with pytest.raises(PeerUnavailable, match="connection was closed"):
+            channel.request_all({1: Hello("plain", 1, 0, 32)})
+    finally:
+        server.stop()
