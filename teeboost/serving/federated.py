@@ -16,7 +16,6 @@ data changed is asked for its new id set (a handle is never used on another vers
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +27,11 @@ from ..errors import PeerUnavailable as TransportUnavailable, ProtocolError, Tee
 from ..microbatch import MicroBatcher
 from ..model_files import load_active
 from ..parties.active import ensemble_digest
-from ..transport.grpc_transport import GrpcChannel
 from teeboost.protocols.messages import RouteReply
 from teeboost.protocols.online import STALE_IDS, OnlineRoute
 from .id_cache import BlindedIdCache
 from .scorer import PeerUnavailable, ScoredRows
+from .stage_sessions import StageSessions
 
 __all__ = ["FederatedScorer"]
 
@@ -62,17 +61,15 @@ class FederatedScorer:
         self._trees = EnsembleArrays(self.model.ensemble)
         self._width = self.model.ensemble.n_outputs if self.objective == "multiclass" else 1
         self._own = RecordArrays.from_owner(self.model.owner)
-        self._channel: GrpcChannel | None = None
-        self._lookup: GrpcChannel | None = None
-        self._setup: GrpcChannel | None = None
-        self._channel_lock = threading.Lock()
+        # each stage's own transport sessions: the lookup's, and the scoring's
+        self._lookup_sessions = StageSessions(lambda: self.config, timeout=self.timeout, setup_timeout=SETUP_TIMEOUT)
+        self._scoring_sessions = StageSessions(lambda: self.config, timeout=self.timeout, setup_timeout=SETUP_TIMEOUT)
         self._strict = None
         if self.protocol == "strict":
             from .strict_online import StrictOnlineActive
 
             self._strict = StrictOnlineActive(self)
-        self.counts = {"batches": 0, "rows": 0, "unmatched": 0, "unavailable": 0, "reconnects": 0,
-                       "id_set_fetches": 0, "bytes": 0}
+        self.counts = {"batches": 0, "rows": 0, "unmatched": 0, "unavailable": 0, "id_set_fetches": 0, "bytes": 0}
         self._lookups = MicroBatcher(self._serve_lookups, name=f"lookup-{name}", max_items=MAX_BATCH_ROWS, size=len)
         self._batcher = MicroBatcher(self._serve, name=f"serve-{name}", max_items=MAX_BATCH_ROWS,
                                      size=lambda item: len(item[0]))
@@ -95,12 +92,13 @@ class FederatedScorer:
         """Each passive party: reachable now, and the id set version held."""
         out = {}
         try:
-            channel = self._setup_channel()
+            channel = self._lookup_sessions.long()  # shared with the lookup stage: one exchange at a time
             for party, cache in self.caches.items():
                 cache.refresh(channel)
                 out[self._names[party]] = {"reachable": True, "ids": cache.n_ids, "id_set": cache.version[:12]}
         except TeeboostError as exc:
-            self._drop_channel()
+            self._lookup_sessions.stale()
+            self._scoring_sessions.stale()
             for party in self.caches:
                 out.setdefault(self._names[party], {"reachable": False, "error": str(exc)[:200]})
         return out
@@ -113,8 +111,8 @@ class FederatedScorer:
         self._batcher.close()
         if self._strict is not None:
             self._strict.close()
-        self._drop_lookup()
-        self._drop_channel()
+        self._lookup_sessions.close()
+        self._scoring_sessions.close()
 
     # -- one lookup micro-batch
 
@@ -122,19 +120,18 @@ class FederatedScorer:
         """Each request's ids -> ``_Found`` (the id set versions and each passive party's handles),
         or a ``ScoredRows`` of refused rows, or ``PeerUnavailable``."""
         ids = [i for part in batch for i in part]
+        sessions = self._lookup_sessions
+        sessions.begin()
         try:
-            channel = self._lookup_channel()
+            channel = sessions.short()
             before = channel.traffic.to_dict()["bytes_total"]
-            versions, handles = self._handles(channel, ids)
+            versions, handles = self._handles(channel, ids, sessions.long)
             sent = channel.traffic.to_dict()["bytes_total"] - before
         except (TransportUnavailable, TimeoutError) as exc:
-            self._drop_lookup()
-            self._drop_channel()  # the passive party went away: its sessions on the other stage went with it
             return [self._unavailable(exc)] * len(batch)
         except ProtocolError as exc:
-            self._drop_lookup()
-            if "did not answer within" in str(exc):
-                self._drop_channel()
+            sessions.stale()  # a session in doubt is not used again
+            if "did not answer within" in str(exc):  # a stalled link: fail fast, as for one that is down
                 return [self._unavailable(exc)] * len(batch)
             if len(batch) > 1:
                 return [self._serve_lookups([part])[0] for part in batch]  # one request's refusal is not its neighbours'
@@ -148,6 +145,9 @@ class FederatedScorer:
         return out
 
     def _unavailable(self, exc: Exception) -> PeerUnavailable:
+        """The passive party went away: the sessions of both stages went with it."""
+        self._lookup_sessions.stale()
+        self._scoring_sessions.stale()
         self.counts["unavailable"] += 1
         party = next((n for i, n in self._names.items() if f"party {i} ({n})" in str(exc)), None)
         return PeerUnavailable(party or next(iter(self._names.values()), "passive party"), str(exc))
@@ -163,24 +163,27 @@ class FederatedScorer:
     def _serve(self, batch: list[tuple[list[str], np.ndarray, "_Found"]]) -> list:
         ids = [i for part, _, _ in batch for i in part]
         raw = np.concatenate([np.asarray(x, dtype=np.float64) for _, x, _ in batch]) if batch else np.zeros((0, 0))
+        looked_up = sum(f.sent for _, _, f in batch)  # the lookup stage's bytes for these requests
         found = None
         if batch and all(f.versions == batch[0][2].versions for _, _, f in batch):
             found = _Found(batch[0][2].versions, {p: np.concatenate([f.handles[p] for _, _, f in batch])
-                                                  for p in batch[0][2].handles}, sum(f.sent for _, _, f in batch))
+                                                  for p in batch[0][2].handles}, looked_up)
+        if self._scoring_sessions.begin() and self._strict is not None:
+            self._strict.reset()  # its enclave session lived on the sessions just replaced
         try:
             try:
-                values, reasons, sent = self._score_rows(ids, raw, found)
+                values, reasons, sent = self._score_rows(ids, raw, found, looked_up)
             except ProtocolError as exc:
                 if STALE_IDS not in str(exc):
                     raise
-                for cache in self.caches.values():  # the data changed between the lookup and the routing:
-                    cache.version = ""              # look the ids up again in the new set, once
-                values, reasons, sent = self._score_rows(ids, raw, None)
+                self._forget_versions(str(exc))  # the data changed between the lookup and the routing:
+                values, reasons, sent = self._score_rows(ids, raw, None, looked_up)  # look up again, once
         except (TransportUnavailable, TimeoutError) as exc:
-            self._drop_channel()
             return [self._unavailable(exc)] * len(batch)
         except ProtocolError as exc:
-            self._drop_channel()  # a session in doubt is not used again
+            self._scoring_sessions.stale()  # a session in doubt is not used again
+            if self._strict is not None:
+                self._strict.reset()
             if "did not answer within" in str(exc):  # a stalled link: fail fast, as for one that is down
                 return [self._unavailable(exc)] * len(batch)
             if len(batch) > 1:
@@ -196,13 +199,23 @@ class FederatedScorer:
     def _alone(self, item):
         return self._serve([item])[0]
 
-    def _score_rows(self, ids: list[str], raw: np.ndarray, found: "_Found | None") -> tuple[np.ndarray, list, int]:
+    def _forget_versions(self, message: str) -> None:
+        """The id set version of the passive party a stale-ids refusal names (every one's if it
+        names none): its set is fetched again."""
+        named = [p for p, n in self._names.items() if f"party {n!r}" in message]
+        for party in named or list(self.caches):
+            self.caches[party].version = ""
+
+    def _score_rows(self, ids: list[str], raw: np.ndarray, found: "_Found | None",
+                    looked_up: int) -> tuple[np.ndarray, list, int]:
         """``found``: the lookup stage's answer for ``ids`` (None: look them up here, on this
-        batch's own session, e.g. again after the passive party's data changed)."""
-        channel = self._connected()
+        stage's own session, e.g. again after the passive party's data changed); ``looked_up``:
+        the lookup stage's bytes for them."""
+        sessions = self._scoring_sessions
+        channel = sessions.short()
         before = channel.traffic.to_dict()["bytes_total"]
-        versions, handles = (found.versions, found.handles) if found is not None else self._handles(channel, ids)
-        looked_up = found.sent if found is not None else 0  # bytes of the lookup stage's round trip
+        versions, handles = ((found.versions, found.handles) if found is not None
+                             else self._handles(channel, ids, sessions.long))
         held = np.all(np.stack([h >= 0 for h in handles.values()]), axis=0) if handles else np.ones(len(ids), bool)
         values = np.full((len(ids), self._width), np.nan)
         reasons: list = [None] * len(ids)
@@ -243,7 +256,7 @@ class FederatedScorer:
             return np.unpackbits(reply.bits, count=records.size).astype(bool)
         return ask
 
-    def _handles(self, channel, ids: list[str]) -> tuple[dict[int, str], dict[int, np.ndarray]]:
+    def _handles(self, channel, ids: list[str], setup) -> tuple[dict[int, str], dict[int, np.ndarray]]:
         """Each passive party's (id set version, handles for ``ids``), its id set fetched first
         if not held, or again once if it changed."""
         versions, out = {}, {}
@@ -251,7 +264,7 @@ class FederatedScorer:
             for attempt in range(2):
                 try:
                     if not cache.version:
-                        cache.refresh(self._setup_channel())
+                        cache.refresh(setup())
                         self.counts["id_set_fetches"] += 1
                     versions[party], out[party] = cache.handles(channel, ids)
                     break
@@ -263,56 +276,14 @@ class FederatedScorer:
 
     # -- the connection
 
-    def _connected(self) -> GrpcChannel:
-        with self._channel_lock:
-            if self._channel is None:
-                config = self.config
-                self._channel = GrpcChannel(config.peers, sender=config.name, tls=config.tls, insecure=config.insecure,
-                                            timeout=self.timeout, max_message_bytes=config.max_message_bytes,
-                                            retries=1, retry_delay=0.05, online=True)
-                self.counts["reconnects"] += 1
-            return self._channel
+    @property
+    def setup_sessions(self) -> StageSessions:
+        """Where a strict session is attested and its table loaded: the scoring stage's."""
+        return self._scoring_sessions
 
-    def _lookup_channel(self) -> GrpcChannel:
-        """The lookup stage's own transport session, so that its round trip overlaps the
-        scoring stage's (a session carries one exchange at a time)."""
-        with self._channel_lock:
-            if self._lookup is None:
-                config = self.config
-                self._lookup = GrpcChannel(config.peers, sender=config.name, tls=config.tls, insecure=config.insecure,
-                                           timeout=self.timeout, max_message_bytes=config.max_message_bytes,
-                                           retries=1, retry_delay=0.05, online=True)
-            return self._lookup
-
-    def _setup_channel(self) -> GrpcChannel:
-        """For what may take long once: fetching an id set (a minute to build at 1e6 ids, 32 MB),
-        attesting a strict session and loading its passive table. Its own transport session."""
-        with self._channel_lock:
-            if self._setup is None:
-                config = self.config
-                self._setup = GrpcChannel(config.peers, sender=config.name, tls=config.tls, insecure=config.insecure,
-                                          timeout=SETUP_TIMEOUT, max_message_bytes=config.max_message_bytes,
-                                          retries=1, retry_delay=0.05, online=True)
-            return self._setup
-
-    def _drop_lookup(self) -> None:
-        """The lookup stage's session only: the scoring stage may be using its own."""
-        with self._channel_lock:
-            channel, self._lookup = self._lookup, None
-        if channel is not None:
-            channel.close()
-
-    def _drop_channel(self) -> None:
-        """The scoring stage's sessions (and a strict session in doubt); the lookup stage drops
-        its own when it fails. A request on a dropped session fails as ``PeerUnavailable``."""
-        with self._channel_lock:
-            channels = [self._channel, self._setup]
-            self._channel = self._setup = None
-        for channel in channels:
-            if channel is not None:
-                channel.close()
-        if self._strict is not None:
-            self._strict.reset()
+    def reconnects(self) -> int:
+        """Transport sessions opened so far, by both stages."""
+        return self._lookup_sessions.opened + self._scoring_sessions.opened
 
 
 @dataclass(frozen=True)

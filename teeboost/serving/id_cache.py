@@ -14,7 +14,7 @@ import numpy as np
 
 from ..crypto.psi import POINT_BYTES, blind, hash_ids, invert_scalar, new_scalar
 from ..errors import ProtocolError
-from teeboost.protocols.online import OnlineBlind, OnlineBlinded, OnlineIdsAsk, OnlineIdSet
+from teeboost.protocols.online import STALE_IDS, OnlineBlind, OnlineBlinded, OnlineIdsAsk, OnlineIdSet
 
 __all__ = ["BlindedIdCache"]
 
@@ -71,8 +71,8 @@ class BlindedIdCache:
 
     def _lookup(self, points: np.ndarray, version: str) -> np.ndarray:
         with self._lock:
-            if version != self.version:
-                raise ProtocolError(f"passive party {self.name!r}'s id set changed during the request")
+            if version != self.version:  # refreshed meanwhile (a health check): look up again
+                raise ProtocolError(f"{STALE_IDS}: party {self.name!r}'s id set changed during the request")
             key = points[:, :8].copy().view(np.uint64).reshape(-1)
             at = np.searchsorted(self._prefix, key)
             out = np.full(points.shape[0], -1, dtype=np.int64)

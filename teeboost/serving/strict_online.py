@@ -48,7 +48,7 @@ class StrictOnlineActive:
         if self._enclave is None:
             params = BoostParams()
             env = dataclasses.replace(self.env, run_id=f"online.{secrets.token_hex(16)}")
-            setup = self.scorer._setup_channel()
+            setup = self.scorer.setup_sessions.long()
             enclave = attest_enclaves(PROGRAM, "strict", setup, SplitCriteria.from_params(params), params.max_bin,
                                       env)
             try:

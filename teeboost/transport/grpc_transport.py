@@ -9,8 +9,8 @@ or out-of-order requests within a session. Message sizes are limited deliberatel
 every call has a timeout. A call that fails because the peer is unreachable is retried with
 the same envelope: the server answers a repeat of the request it last served from its reply
 cache instead of running it twice, so every retry is safe. A peer still unreachable after the
-retries, or one that restarted (it no longer knows the session), becomes ``PeerUnavailable``
-naming it. Plaintext transport exists only behind ``insecure=True``, which says so.
+retries, one that restarted (it no longer knows the session), or a channel closed under a call
+becomes ``PeerUnavailable`` naming it. Plaintext transport only behind ``insecure=True``.
 
 The server (``PartyServer``) is built to hold under load and attack: it runs on ``grpc.aio``
 (an open RPC is a coroutine, not a thread), checks the caller's certificate when an RPC's
@@ -24,7 +24,6 @@ reports every transport-level refusal to ``on_refused``.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
 import hashlib
 import os
@@ -43,6 +42,7 @@ from ..errors import ConfigError, PeerUnavailable, ProtocolError
 from .base import Channel, answer_frame
 from .reply_cache import ReplyCache as _ReplyCache
 from .proto.envelope_pb2 import Envelope
+from .process_resources import raise_open_file_limit, release_memory
 from .tls import TlsFiles, certificate_fingerprint
 
 __all__ = ["Peer", "GrpcChannel", "PartyServer", "DEFAULT_MAX_MESSAGE_BYTES"]
@@ -165,10 +165,7 @@ class GrpcChannel(Channel):
                 raise self._error(party, exc) from None
             except ValueError:  # grpc: "Cannot invoke RPC on closed channel!"
                 raise self._closed(party) from None
-        try:
-            futures = {p: self._calls[p].future(r, timeout=self.timeout) for p, r in requests.items()}
-        except ValueError:
-            raise self._closed(next(iter(requests))) from None
+        futures = {p: self._future(p, r) for p, r in requests.items()}
         replies = {}
         for party, future in futures.items():
             try:
@@ -179,12 +176,15 @@ class GrpcChannel(Channel):
                 raise self._error(party, exc) from None
         return replies
 
-    def _closed(self, index: int) -> PeerUnavailable:
-        """This channel was closed (by another thread giving up on the connection) while a
-        request was on its way: the peer is to be asked again on a new one."""
-        peer = self._peers[index]
-        return PeerUnavailable(f"passive party {index} ({peer.name}) at {peer.address}: the connection was closed "
-                               "while a request was on its way")
+    def _future(self, party: int, request: Envelope) -> Any:
+        try:
+            return self._calls[party].future(request, timeout=self.timeout)
+        except ValueError:  # grpc: "Cannot invoke RPC on closed channel!"
+            raise self._closed(party) from None
+
+    def _closed(self, i: int) -> PeerUnavailable:
+        return PeerUnavailable(f"passive party {i} ({self._peers[i].name}) at {self._peers[i].address}: the "
+                               "connection was closed while a request was on its way")
 
     def _blocking(self, party: int, request: Envelope) -> Envelope:
         """``_result``'s retries, for one peer without a future."""
@@ -208,7 +208,7 @@ class GrpcChannel(Channel):
                 if exc.code() not in _RETRIED or attempt == self.retries:
                     raise
             time.sleep(self.retry_delay * 2**attempt)
-            future = self._calls[party].future(request, timeout=self.timeout)
+            future = self._future(party, request)
         raise AssertionError("unreachable")
 
     def close(self) -> None:
@@ -232,42 +232,6 @@ def _fingerprint(pem: bytes) -> str:
         return certificate_fingerprint(pem)
     except ValueError:
         return "unreadable certificate"
-
-
-_libc_trim: Callable[[int], int] | None | bool = False  # False: not looked up yet
-
-
-def release_memory() -> None:
-    """Give freed heap pages back to the OS (glibc ``malloc_trim(0)``; a no-op elsewhere).
-    Without it, the arenas that held a large message stay mapped after it is freed."""
-    global _libc_trim
-    if _libc_trim is False:
-        try:
-            _libc_trim = ctypes.CDLL("libc.so.6").malloc_trim if sys.platform.startswith("linux") else None
-        except (OSError, AttributeError):
-            _libc_trim = None
-    if _libc_trim is not None:
-        try:
-            _libc_trim(0)
-        except Exception:  # noqa: BLE001 - best effort
-            pass
-
-
-def raise_open_file_limit() -> tuple[int, int]:
-    """Raise this process's soft RLIMIT_NOFILE to its hard limit; (before, after)."""
-    try:
-        import resource
-    except ImportError:  # not POSIX
-        return (-1, -1)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError):
-            target = soft
-        return soft, target
-    return soft, soft
 
 
 #: Sessions whose 16-byte id starts with this are online scoring sessions (``GrpcChannel(online=True)``).
