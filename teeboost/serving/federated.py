@@ -281,11 +281,6 @@ class FederatedScorer:
         """Where a strict session is attested and its table loaded: the scoring stage's."""
         return self._scoring_sessions
 
-    def reconnects(self) -> int:
-        """Transport sessions opened so far, by both stages."""
-        return self._lookup_sessions.opened + self._scoring_sessions.opened
-
-
 @dataclass(frozen=True)
 class _Found:
     """A request's ids in each passive party's id set: the set versions, and the handles (-1:

@@ -26,7 +26,6 @@ class StageSessions:
         self.config = config
         self.timeout = timeout
         self.setup_timeout = setup_timeout
-        self.opened = 0  # sessions opened (metrics: reconnects)
         self._lock = threading.Lock()
         self._short: GrpcChannel | None = None
         self._long: GrpcChannel | None = None
@@ -62,7 +61,6 @@ class StageSessions:
 
     def _open(self, timeout: float) -> GrpcChannel:
         config = self.config()
-        self.opened += 1
         return GrpcChannel(config.peers, sender=config.name, tls=config.tls, insecure=config.insecure, timeout=timeout,
                            max_message_bytes=config.max_message_bytes, retries=1, retry_delay=0.05, online=True)
 

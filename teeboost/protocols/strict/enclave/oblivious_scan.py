@@ -35,7 +35,9 @@ BLOCK_ROWS = 2048
 
 @numba.njit(cache=False, nogil=True)  # the measured loader reads source, not files: compiled per enclave
 def _scan4(words: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
-    """Four queries per pass over a block (``queries`` padded with -1, which matches no row)."""
+    """Four queries per pass over a block (``queries`` padded with -1, which matches no row).
+    ``_scan8`` unrolled to four: one customer, the common online request, scans 1e6 rows in
+    1.50 ms here against 1.84 ms with eight (a hand run, one thread, this machine, 2026-11-27)."""
     n_rows, width = words.shape
     zero = np.uint64(0)
     for start in range(0, n_rows, BLOCK_ROWS):
