@@ -53,3 +53,37 @@ def test_a_large_table_is_scanned_by_threads_whose_rows_depend_on_its_size_alone
         assert np.array_equal(module.scan(words, handles), expected)
         calls.append(sorted(seen))
     assert calls[0] == calls[1] and len(calls[0]) == threads  # the same runs and sizes for other handles
+
+
+_COMPILED = """
+import json, sys
+import numpy as np
+from teeboost.protocols.strict.enclave import oblivious_scan as module
+width = int(sys.argv[1])
+def compiled():
+    return [len(module._scan4.signatures), len(module._scan8.signatures)]
+before = compiled()
+module.compile_kernels(width)
+after_load = compiled()
+words = np.arange(3 * module.BLOCK_ROWS * width, dtype=np.uint64).reshape(-1, width)
+for k in (1, 4, 5, 8, 20):
+    handles = np.arange(k, dtype=np.int64) * 7
+    assert np.array_equal(module.scan(words, handles), words[handles])
+print(json.dumps([before, after_load, compiled()]))
+"""
+
+
+@pytest.mark.parametrize("width", [2, 5])
+def test_both_kernels_are_compiled_before_the_first_request(width):
+    """A table load compiles the four- and eight-wide kernels: no request waits for numba (the
+    first batch of more than four rows once waited about 200 ms). In a fresh process, as an
+    enclave starts."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _COMPILED, str(width)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    before, after_load, after_requests = json.loads(done.stdout)
+    assert before == [0, 0] and after_load == [1, 1]
+    assert after_requests == after_load  # requests of 1 to 20 rows compiled nothing more

@@ -35,8 +35,8 @@ from .stage_sessions import StageSessions
 
 __all__ = ["FederatedScorer"]
 
-MAX_BATCH_ROWS = 1024
-SETUP_TIMEOUT = 600.0  # seconds for an id set fetch, or a strict session's attestation and table load  # rows scored together (larger requests are scored in several batches)
+MAX_BATCH_ROWS = 1024  # rows scored together (larger requests are scored in several batches)
+SETUP_TIMEOUT = 600.0  # seconds for an id set fetch, or a strict session's attestation and table load
 
 
 class FederatedScorer:

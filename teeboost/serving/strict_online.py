@@ -38,13 +38,21 @@ class StrictOnlineActive:
                       n_parties=1 + len(config.peers))
         self._enclave = None
         self._run_id = ""
+        self._loaded: dict[int, str] = {}  # the id set version each passive enclave holds the table of
         self._lock = threading.Lock()
         self.sessions = 0  # attested so far (metrics)
 
     def _session(self, versions: dict[int, str]):
         """The session's enclave, attested (and every passive enclave given its table) over
         the setup channel, whose timeout allows for loading a million rows; requests then go
-        over the short-timeout channel."""
+        over the short-timeout channel. A passive party whose id set changed since is given its
+        new table the same way first (within a request's timeout, the load of a million rows
+        failed the request and cost the session)."""
+        if self._enclave is not None and versions != self._loaded:
+            changed = {p: v for p, v in versions.items() if self._loaded.get(p) != v}
+            self.scorer.setup_sessions.long().request_all(
+                {p: OnlineSealed(self._run_id, self.scorer.digest, v, b"") for p, v in changed.items()})
+            self._loaded = dict(versions)
         if self._enclave is None:
             params = BoostParams()
             env = dataclasses.replace(self.env, run_id=f"online.{secrets.token_hex(16)}")
@@ -60,7 +68,7 @@ class StrictOnlineActive:
             except BaseException:
                 enclave.close()
                 raise
-            self._enclave, self._run_id = enclave, env.run_id
+            self._enclave, self._run_id, self._loaded = enclave, env.run_id, dict(versions)
             self.sessions += 1
         return self._enclave
 
@@ -86,7 +94,7 @@ class StrictOnlineActive:
         with self._lock:
             if self._enclave is not None:
                 self._enclave.close()
-                self._enclave = None
+                self._enclave, self._loaded = None, {}
 
     def close(self) -> None:
         self.reset()

@@ -24,7 +24,7 @@ import threading
 import numba
 import numpy as np
 
-__all__ = ["CodeTable", "scan", "row_runs", "KEY_BYTES", "BLOCK_ROWS", "PARALLEL_ROWS"]
+__all__ = ["CodeTable", "scan", "compile_kernels", "row_runs", "KEY_BYTES", "BLOCK_ROWS", "PARALLEL_ROWS"]
 
 KEY_BYTES = 8
 
@@ -128,6 +128,16 @@ def scan(words: np.ndarray, queries: np.ndarray) -> np.ndarray:
     for other in outs[1:]:
         out |= other
     return np.ascontiguousarray(out[:, :k].T)
+
+
+def compile_kernels(width: int) -> None:
+    """Both kernels compiled for a table ``width`` words wide, before any request. numba
+    compiles a kernel at its first call: the eight-wide one took about 200 ms at the first batch
+    of more than four rows, which 20 requests waited for (the p99 of a serving run at 1e6 ids,
+    benchmarks/serving.py, 2026-11-27); a one-row table has the same types as the real one."""
+    tiny = np.zeros((1, width), dtype=np.uint64)
+    for k in (4, 8):
+        scan(tiny, np.full(k, -1, dtype=np.int64))
 
 
 #: Tables this large are scanned by several threads (below it, a thread costs more than it saves).

@@ -31,7 +31,7 @@ from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS
-from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable
+from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable, compile_kernels
 from teeboost.protocols.strict.enclave.online_ledger import (apply_records, batch_spending, charge_online,
                                                              empty_ledger, replay_log, seal_record)
 from teeboost.transport import serde
@@ -176,7 +176,8 @@ def ecall_online_table(rt, payload):
     if counted and np.unique(np.ascontiguousarray(keys[:, :8]).view(np.uint64)).size != keys.shape[0]:
         raise ProtocolError("refused: two rows share a ledger key (each row is charged under its own)")
     codes = CodeTable(np.ascontiguousarray(msg.raw, dtype=np.float64), keys, records[1], records[2], records[4])
-    codes.rows(np.zeros(0, dtype=np.int64))  # the scan is compiled now, not at the first request
+    compile_kernels(codes.words.shape[1])  # now, not at the first request
+    codes.rows(np.zeros(0, dtype=np.int64))  # and the scan threads started
     gc.collect()  # the compiler's objects and the table stay out of full collections during requests
     gc.freeze()
     ledger, version = (replay_log(rt, current.party, msg.ledger_log.tobytes(), msg.ledger_version) if counted
@@ -184,8 +185,13 @@ def ecall_online_table(rt, payload):
     now = max(float(msg.now), float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
     live = ledger["epochs"] >= now - DAY_SECONDS
     ledger = {k: v[live] for k, v in ledger.items()}
+    # a new table in the same session (the host's data changed): the active enclave already has
+    # the record ids, and refuses them a second time
+    previous = rt.state.get("online_passive")
+    ids_sent = bool(previous and previous["ids_sent"] and previous["digest"] == bytes(msg.model_digest)
+                    and previous["slots"] == slots and np.array_equal(previous["table"].ids, records[0]))
     rt.state["online_passive"] = {"digest": bytes(msg.model_digest), "codes": codes,
-                                  "table": RecordArrays(*records), "ids_sent": False,
+                                  "table": RecordArrays(*records), "ids_sent": ids_sent,
                                   "slots": slots, "ledger": ledger, "version": version + 1, "counted": counted,
                                   "batch": empty_ledger(), "batch_version": -1,
                                   "output_bits": int(msg.output_bits), "max_outputs": int(msg.max_outputs),
