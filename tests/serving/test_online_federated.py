@@ -234,15 +234,16 @@ def _restart_passive(federation):
         if p.poll() is None:
             p.terminate()
             p.wait(timeout=30)
-    ready = tmp_path / f"passive-1.address{len(federation_processes)}"
-    new, address = start_passive(configs["passive-1"], ready, tmp_path / f"passive-1.log{len(federation_processes)}")
+    n = len(federation_processes)  # a name no earlier start used: its ready file would name a dead port
+    ready = tmp_path / f"passive-1.restart{n}.address"
+    new, address = start_passive(configs["passive-1"], ready, tmp_path / f"passive-1.restart{n}.log")
     federation_processes.append(new)
     set_peer_addresses(configs["active"], {1: ("passive-1", address)})
 
 
 def test_a_strict_session_takes_the_passive_partys_changed_table_without_failing_a_request(federation):
-    """Strict: the passive party's data grows (300,000 more customers) under a running scorer
-    whose requests time out after 0.2 s. Its enclave's new table takes longer than that to
+    """Strict: the passive party's data grows (150,000 more customers) under a running scorer
+    whose requests time out after 0.15 s. Its enclave's new table takes longer than that to
     load; the scorer has it loaded over its set-up channel before the next request, so that
     request is answered (the same scores), in the same attested session. (Loaded within the
     request, it timed out, and the session was dropped and attested again: a serving run at 1e6
@@ -253,7 +254,7 @@ def test_a_strict_session_takes_the_passive_partys_changed_table_without_failing
     trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
     assert trained.returncode == 0, trained.stderr
     config = load_config(configs["active"])
-    config.serving = dataclasses.replace(config.serving, timeout=0.2)
+    config.serving = dataclasses.replace(config.serving, timeout=0.15)
     ids, features = _scorer_rows(tmp_path, config)
     passive = tmp_path / "passive-1.csv"
     original = passive.read_text()
@@ -264,7 +265,7 @@ def test_a_strict_session_takes_the_passive_partys_changed_table_without_failing
         assert sum(held) > 40 and scorer._strict.sessions == 1
         version = scorer.caches[1].version
         frame = pd.read_csv(passive, dtype={"id": str})
-        more = frame.sample(n=300_000, replace=True, random_state=3)
+        more = frame.sample(n=150_000, replace=True, random_state=3)
         more["id"] = [f"made-up-{i}" for i in range(len(more))]
         tmp = tmp_path / "passive-1.tmp"
         pd.concat([frame, more]).to_csv(tmp, index=False)
@@ -273,7 +274,7 @@ def test_a_strict_session_takes_the_passive_partys_changed_table_without_failing
         while scorer.caches[1].version == version and time.monotonic() < deadline:
             scorer.health()
             time.sleep(0.2)
-        assert scorer.caches[1].version != version and scorer.caches[1].n_ids == len(frame) + 300_000
+        assert scorer.caches[1].version != version and scorer.caches[1].n_ids == len(frame) + 150_000
         second = scorer.score(ids, features)
         assert second.reasons == first.reasons  # every held row scored, none refused or timed out
         np.testing.assert_array_equal(first.values, second.values)
