@@ -33,7 +33,8 @@ from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS
 from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable, compile_kernels
 from teeboost.protocols.strict.enclave.online_ledger import (apply_records, batch_spending, charge_online,
-                                                             empty_ledger, replay_log, seal_record)
+                                                             compile_spending, empty_ledger, replay_log,
+                                                             seal_record)
 from teeboost.transport import serde
 
 __all__ = ["ecall_online_model", "ecall_online_begin", "ecall_online_finish", "ecall_online_table",
@@ -177,6 +178,7 @@ def ecall_online_table(rt, payload):
         raise ProtocolError("refused: two rows share a ledger key (each row is charged under its own)")
     codes = CodeTable(np.ascontiguousarray(msg.raw, dtype=np.float64), keys, records[1], records[2], records[4])
     compile_kernels(codes.words.shape[1])  # now, not at the first request
+    compile_spending()
     codes.rows(np.zeros(0, dtype=np.int64))  # and the scan threads started
     gc.collect()  # the compiler's objects and the table stay out of full collections during requests
     gc.freeze()

@@ -1,0 +1,121 @@
+"""A strict passive enclave's online ledger charges what the rule says, request after request:
+a row's bits in the last 24 hours (online and batch) plus this score's must stay within its
+budget, and the same answer again (same row, same tag) is free. Checked against the rule
+written out plainly, over random sequences with repeats, expiry and refusals; and the
+ledger's comparison kernel is compiled at table load, never within a request."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from teeboost.protocols.strict.enclave import online_ledger
+from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS
+
+TAG = 16
+
+
+class _Sealer:
+    """Sealing is not what is tested here: the record's entries come back as they went in."""
+
+    def seal(self, data, context):
+        return data
+
+
+def _entries(rng, n, key_bytes, now):
+    return {"keys": rng.integers(0, 4, (n, key_bytes), dtype=np.uint8),
+            "tags": rng.integers(0, 2, (n, TAG), dtype=np.uint8),
+            "epochs": rng.choice([now - DAY_SECONDS - 10, now - 100, now], n).astype(float),
+            "bits": rng.integers(0, 9, n).astype(np.int64)}
+
+
+def _by_rule(history, batch, keys, tags, cost, limit, now):
+    """-> (refused, bits charged per asked row), from every entry charged so far, plainly."""
+    spent, seen = [], []
+    for key, tag in zip(keys, tags):
+        total, same = 0, False
+        for entries in (history, batch):
+            for k, t, e, b in zip(entries["keys"], entries["tags"], entries["epochs"], entries["bits"]):
+                if e >= now - DAY_SECONDS and bytes(k[:8]) == bytes(key):
+                    total += int(b)
+                    same = same or bytes(t) == bytes(tag)
+        spent.append(total)
+        seen.append(same)
+    charged = [0 if s else cost for s in seen]
+    refused = bool(limit) and max(s + c for s, c in zip(spent, charged)) > limit
+    return refused, charged
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_charges_follow_the_rule_request_after_request(seed):
+    rng = np.random.default_rng(seed)
+    now = 1e9
+    start = _entries(rng, int(rng.integers(0, 200)), 8, now)
+    batch = _entries(rng, int(rng.integers(0, 40)), 16, now) if seed % 2 else online_ledger.empty_ledger()
+    limit = int(rng.choice([0, 12, 30, 1000]))
+    state = {"ledger": {k: v.copy() for k, v in start.items()}, "batch": batch, "max_bits_per_row": limit,
+             "version": 5}
+    history = {k: v.copy() for k, v in start.items()}
+    for step in range(25):
+        k = int(rng.integers(1, 9))
+        keys = rng.integers(0, 4, (k, 8), dtype=np.uint8)
+        tags = rng.integers(0, 2, (k, TAG), dtype=np.uint8)
+        for j in range(k):  # rows scored before, some with the same inputs
+            if history["bits"].size and rng.random() < 0.6:
+                i = rng.integers(0, history["bits"].size)
+                keys[j] = history["keys"][i]
+                if rng.random() < 0.5:
+                    tags[j] = history["tags"][i]
+        now += float(rng.choice([1.0, 5_000.0, 40_000.0]))  # some entries pass out of the day
+        expected_refused, expected_charged = _by_rule(history, batch, keys, tags, 8, limit, now)
+        summary, version = {}, state["version"]
+        refused, record = online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now, summary)
+        assert refused == expected_refused
+        if refused:
+            assert record == b"" and summary["refused"] == "max_bits_per_row_per_day"
+            continue
+        assert summary["version"] == state["version"] == version + 1  # one record per charge
+        new = np.array(expected_charged) > 0
+        for name, values in (("keys", keys), ("tags", tags), ("epochs", np.full(k, now)),
+                             ("bits", np.array(expected_charged, dtype=np.int64))):
+            history[name] = np.concatenate([history[name], values[new]])
+        live = state["ledger"]["epochs"] >= now - DAY_SECONDS
+        kept = history["epochs"] >= now - DAY_SECONDS
+        for name in history:  # the enclave holds every live entry (past ones may wait to be dropped)
+            assert np.array_equal(state["ledger"][name][live], history[name][kept]), name
+
+
+_COMPILED = """
+import json
+import numpy as np
+from teeboost.protocols.strict.enclave import online_ledger
+class Sealer:
+    def seal(self, data, context): return data
+before = len(online_ledger._spending.signatures)
+online_ledger.compile_spending()
+after_load = len(online_ledger._spending.signatures)
+rng = np.random.default_rng(0)
+state = {"ledger": online_ledger.empty_ledger(), "batch": online_ledger.empty_ledger(), "max_bits_per_row": 10**6,
+         "version": 1}
+def decoded(values):  # as a message's arrays arrive: read-only
+    values = values.copy()
+    values.flags.writeable = False
+    return values
+state["batch"] = {k: decoded(np.zeros((2,) + v.shape[1:], v.dtype)) for k, v in state["batch"].items()}
+for k in (1, 3, 20):
+    keys = rng.integers(0, 255, (k, 8), dtype=np.uint8)
+    tags = decoded(rng.integers(0, 255, (k, 16), dtype=np.uint8))
+    online_ledger.charge_online(Sealer(), 1, state, keys, tags, 8, 1e9, {})
+print(json.dumps([before, after_load, len(online_ledger._spending.signatures)]))
+"""
+
+
+def test_the_comparison_kernel_is_compiled_before_the_first_request():
+    """In a fresh process, as an enclave starts: the table load compiles it; requests of 1 to
+    20 rows, with tags and a batch ledger as decoded from messages (read-only arrays, which
+    numba compiles for separately), compile nothing more."""
+    done = subprocess.run([sys.executable, "-c", _COMPILED], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [0, 1, 1]
