@@ -40,7 +40,7 @@ def _by_rule(history, batch, keys, tags, cost, limit, now):
             for k, t, e, b in zip(entries["keys"], entries["tags"], entries["epochs"], entries["bits"]):
                 if e >= now - DAY_SECONDS and bytes(k[:8]) == bytes(key):
                     total += int(b)
-                    same = same or bytes(t) == bytes(tag)
+                    same = same or (bytes(t) == bytes(tag) and b > 0)  # a charged answer, given again
         spent.append(total)
         seen.append(same)
     charged = [0 if s else cost for s in seen]
@@ -81,10 +81,51 @@ def test_charges_follow_the_rule_request_after_request(seed):
         for name, values in (("keys", keys), ("tags", tags), ("epochs", np.full(k, now)),
                              ("bits", np.array(expected_charged, dtype=np.int64))):
             history[name] = np.concatenate([history[name], values[new]])
-        live = state["ledger"]["epochs"] >= now - DAY_SECONDS
-        kept = history["epochs"] >= now - DAY_SECONDS
-        for name in history:  # the enclave holds every live entry (past ones may wait to be dropped)
+        # the enclave holds every live charged entry (past ones may wait to be dropped, and a
+        # repeat's entry is kept without bits)
+        live = (state["ledger"]["epochs"] >= now - DAY_SECONDS) & (state["ledger"]["bits"] > 0)
+        kept = (history["epochs"] >= now - DAY_SECONDS) & (history["bits"] > 0)
+        for name in history:
             assert np.array_equal(state["ledger"][name][live], history[name][kept]), name
+
+
+def test_the_memory_a_request_writes_does_not_show_whether_its_row_was_new():
+    """A new customer and the same customer with the same inputs again (free): the ledger grows
+    by the same entries, written to the same places (red team: only new rows were written, so a
+    host watching its enclave's pages knew whether the customer was new today)."""
+    rng = np.random.default_rng(3)
+    now = 1e9
+    start = _entries(rng, 3000, 8, now)
+    start["epochs"][:] = now
+    start["bits"][:] = 8
+    writes = []
+    for repeat in (False, True):
+        state = {"ledger": {k: v.copy() for k, v in start.items()}, "batch": online_ledger.empty_ledger(),
+                 "max_bits_per_row": 1000, "version": 1}
+        online_ledger.charge_online(_Sealer(), 1, state, start["keys"][:1], start["tags"][:1], 8, now, {})  # buffer
+        before = {k: v.copy() for k, v in state["ledger_buffer"].items()}
+        keys = start["keys"][1:2] if repeat else np.full((1, 8), 255, np.uint8)
+        tags = start["tags"][1:2] if repeat else np.full((1, TAG), 255, np.uint8)
+        summary = {}
+        online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now + 1, summary)
+        changed = {k: np.flatnonzero(np.any((v.view(np.uint8) != before[k].view(np.uint8)).reshape(v.shape[0], -1),
+                                            axis=1))  # bytes: unwritten memory may hold NaNs
+                   for k, v in state["ledger_buffer"].items()}
+        writes.append((state["ledger"]["bits"].size, {k: v.tolist() for k, v in changed.items()}))
+    assert writes[0][0] == writes[1][0] == 3002
+    assert writes[0][1]["epochs"] == writes[1][1]["epochs"] == [3001]  # the same entry, new or not
+
+
+@pytest.mark.parametrize("told", [float("nan"), float("inf"), "soon", None])
+def test_a_host_time_that_is_not_a_finite_number_is_refused(told):
+    """The enclave has no clock: the host says the time. A NaN put every entry outside the day
+    (red team: answers without end at a budget of two); it is refused, as is any non-number."""
+    from teeboost.errors import ProtocolError
+    from teeboost.protocols.strict.enclave.ledger import host_time
+
+    with pytest.raises(ProtocolError, match="host's time"):
+        host_time(told)
+    assert host_time(1e9) == 1e9
 
 
 _COMPILED = """

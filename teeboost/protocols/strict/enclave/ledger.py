@@ -14,16 +14,31 @@ last version it stored and an older copy is refused (docs/enclaves.md: the rollb
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from teeboost.errors import ProtocolError
 from teeboost.transport import serde
 from teeboost.protocols.strict.enclave import messages as sm
 
-__all__ = ["LEDGER_CONTEXT", "charge_session", "DAY_SECONDS", "FULL_PRECISION_BITS"]
+__all__ = ["LEDGER_CONTEXT", "charge_session", "DAY_SECONDS", "FULL_PRECISION_BITS", "host_time"]
 
 LEDGER_CONTEXT = b"teeboost-strict-row-ledger-v1:"
 DAY_SECONDS = 86_400.0
+
+
+def host_time(value) -> float:
+    """The time the host says it is (an enclave has no clock of its own), which must be a finite
+    number: a NaN put every entry outside the day and every new one outside all later days
+    (red team: answers without end at a budget of two)."""
+    try:
+        now = float(value)
+    except (TypeError, ValueError):
+        raise ProtocolError("refused: the host's time is not a number") from None
+    if not math.isfinite(now):
+        raise ProtocolError(f"refused: the host's time is {now}, not a finite number of seconds")
+    return now
 FULL_PRECISION_BITS = 64  # an output released unquantized: a float64
 
 
@@ -70,7 +85,7 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
     if mine.row_keys.shape != (n, 16) or request.tags.shape != (n, sm.TAG_BYTES):
         raise ProtocolError("one row key and one tag per row scored")
     ledger = _open(rt, party, mine)
-    now = float(mine.now)
+    now = host_time(mine.now)
     if ledger.epochs.size:
         now = max(now, float(ledger.epochs.max()))  # a clock set back does not reopen the window
     live = ledger.epochs >= now - DAY_SECONDS

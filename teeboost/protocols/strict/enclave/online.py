@@ -30,7 +30,7 @@ from teeboost.protocols.enclave.handshake import expect, role
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
-from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS
+from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS, host_time
 from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable, compile_kernels
 from teeboost.protocols.strict.enclave.online_ledger import (apply_records, batch_spending, charge_online,
                                                              compile_spending, empty_ledger, replay_log,
@@ -184,12 +184,15 @@ def ecall_online_table(rt, payload):
     gc.freeze()
     ledger, version = (replay_log(rt, current.party, msg.ledger_log.tobytes(), msg.ledger_version) if counted
                        else (empty_ledger(), 0))
-    now = max(float(msg.now), float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
+    previous = rt.state.get("online_passive")
+    if previous is not None and previous["counted"] and version < previous["version"]:
+        raise ProtocolError(f"refused: the online ledger log ends at version {version}, older than the version "
+                            f"{previous['version']} this session already holds (a rolled back log)")
+    now = max(host_time(msg.now), float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
     live = ledger["epochs"] >= now - DAY_SECONDS
     ledger = {k: v[live] for k, v in ledger.items()}
     # a new table in the same session (the host's data changed): the active enclave already has
     # the record ids, and refuses them a second time
-    previous = rt.state.get("online_passive")
     ids_sent = bool(previous and previous["ids_sent"] and previous["digest"] == bytes(msg.model_digest)
                     and previous["slots"] == slots and np.array_equal(previous["table"].ids, records[0]))
     rt.state["online_passive"] = {"digest": bytes(msg.model_digest), "codes": codes,
@@ -205,7 +208,8 @@ def ecall_online_table(rt, payload):
 
 def ecall_online_records(rt, payload):
     """[sealed request | {"now": t, "batch_version": v} | the batch sessions' sealed ledger when
-    it changed since the last request | online ledger records other sessions appended since] -> [sealed record bits (b"": refused) | sealed ledger
+    it changed since the last request | online ledger records other sessions appended since] ->
+    [sealed record bits (b"": refused) | sealed ledger
     record (b"": nothing counted) | summary JSON]. Charged before any bit leaves, against the
     row's spending in online and batch sessions together."""
     current = role(rt, "passive")
@@ -216,7 +220,7 @@ def ecall_online_records(rt, payload):
     channel = current.channel(0)
     request = expect(channel.open(parts.get(0, b"")), om.StrictOnlineRequest)
     told = json.loads(parts.get(1, b"{}") or b"{}")
-    now = float(told.get("now", 0.0))
+    now = host_time(told.get("now", 0.0))
     if state["counted"] and parts.get(3):  # what other online sessions charged meanwhile
         apply_records(rt, current.party, state, parts[3])
     if state["counted"] and int(told.get("batch_version", 0)) != state["batch_version"]:

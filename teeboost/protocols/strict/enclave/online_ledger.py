@@ -85,11 +85,9 @@ def apply_records(rt, party: int, state: dict, blob: bytes) -> None:
             raise ProtocolError(f"refused: online ledger record {record.version} does not follow version "
                                 f"{state['version']} (a record was left out)")
         entries = {k: getattr(record, k) for k in ("keys", "tags", "epochs", "bits")}
-        charged = entries["bits"] > 0
-        entries = {k: v[charged] for k, v in entries.items()}
         if record.base:
-            state["ledger"] = entries
-        else:
+            state["ledger"] = {k: v[entries["bits"] > 0] for k, v in entries.items()}
+        else:  # every entry, charged or not, as ``charge_online`` keeps them
             _append(state, entries)
         state["version"] = record.version
 
@@ -115,13 +113,14 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
         return True, b""
     entries = {"keys": np.ascontiguousarray(keys, dtype=np.uint8), "tags": np.ascontiguousarray(tags, dtype=np.uint8),
                "epochs": np.full(keys.shape[0], now), "bits": charged}
-    # in here only what was charged (a repeat is already in the window with its tag); the sealed
-    # record holds an entry per row, so its size does not show which rows were new
-    new = charged > 0
+    # an entry per row, charged or not (a repeat's is inert: no bits, and ``_spending`` does not
+    # count it as the same answer again), in the sealed record and in here: neither its size nor
+    # the memory written shows which rows were new (red team: writing only new rows' entries
+    # told a host watching pages whether the customer was new today)
     live = ledger["epochs"] >= now - DAY_SECONDS
     if (live.size - np.count_nonzero(live)) * 8 > live.size:  # past entries are left out (every reader
         state["ledger"] = {k: v[live] for k, v in ledger.items()}  # masks them) until they are an eighth
-    _append(state, {k: v[new] for k, v in entries.items()})
+    _append(state, entries)
     version = state["version"] = state["version"] + 1
     summary.update(version=version)
     return False, seal_record(rt, party, version, False, entries)
@@ -153,8 +152,8 @@ _BLOCK = 2048
 
 @numba.njit(cache=False, nogil=True)  # compiled per enclave, as the row scan is
 def _spending(keys, tags, live, bits, asked, asked_tags, spent, seen):
-    """For each asked row j: the bits its key spent in the live entries, and whether one of
-    them has its tag too. Every entry is compared with every asked row, with no branch on what
+    """For each asked row j: the bits its key spent in the live entries, and whether a charged
+    one has its tag too. Every entry is compared with every asked row, with no branch on what
     is compared: what is read, and when, depends on the sizes alone."""
     n = keys.size
     for start in range(0, n, _BLOCK):
@@ -166,7 +165,7 @@ def _spending(keys, tags, live, bits, asked, asked_tags, spent, seen):
             for i in range(start, stop):
                 same = np.int64(keys[i] == key) & live[i]
                 total += bits[i] * same
-                found |= same & np.int64(tags[i, 0] == tag0) & np.int64(tags[i, 1] == tag1)
+                found |= same & np.int64(bits[i] > 0) & np.int64(tags[i, 0] == tag0) & np.int64(tags[i, 1] == tag1)
             spent[j] += total
             seen[j] |= found
 
