@@ -160,3 +160,21 @@ def test_the_comparison_kernel_is_compiled_before_the_first_request():
     done = subprocess.run([sys.executable, "-c", _COMPILED], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [0, 1, 1]
+
+
+def test_repeats_do_not_grow_the_ledger_without_bound():
+    """The same customer scored again and again with the same inputs (free each time): every
+    request writes an entry, and the ledger is compacted back to the charged ones as it doubles."""
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 255, (20, 8), dtype=np.uint8)
+    tags = rng.integers(0, 255, (20, TAG), dtype=np.uint8)
+    state = {"ledger": online_ledger.empty_ledger(), "batch": online_ledger.empty_ledger(), "max_bits_per_row": 64,
+             "version": 1}
+    sizes = []
+    for step in range(1500):
+        summary = {}
+        refused, _ = online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, 1e9 + step, summary)
+        assert not refused  # 8 bits each, once: every later score is the same answer again
+        sizes.append(state["ledger"]["bits"].size)
+    assert max(sizes) <= 2 * 4096 + 20 and sizes[-1] < 30_000 // 4
+    assert int(state["ledger"]["bits"].sum()) == 20 * 8

@@ -117,9 +117,7 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     # count it as the same answer again), in the sealed record and in here: neither its size nor
     # the memory written shows which rows were new (red team: writing only new rows' entries
     # told a host watching pages whether the customer was new today)
-    live = ledger["epochs"] >= now - DAY_SECONDS
-    if (live.size - np.count_nonzero(live)) * 8 > live.size:  # past entries are left out (every reader
-        state["ledger"] = {k: v[live] for k, v in ledger.items()}  # masks them) until they are an eighth
+    _compact(state, now)
     _append(state, entries)
     version = state["version"] = state["version"] + 1
     summary.update(version=version)
@@ -128,6 +126,20 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
 
 if sm.TAG_BYTES != 16:  # ``_spending`` compares a tag as two 8-byte words
     raise ImportError("the online ledger compares 16-byte tags")
+
+def _compact(state: dict, now: float) -> None:
+    """Drop past entries and repeats' entries (no bits) once past ones are an eighth of the
+    ledger or it has doubled since it was last compacted: when, depends on time and on how many
+    rows were asked, never on which. (Until then every reader masks past entries, and a repeat's
+    counts nothing.) What is left is the day's charged entries, as a new session's replay holds them."""
+    ledger = state["ledger"]
+    n = ledger["bits"].size
+    live = ledger["epochs"] >= now - DAY_SECONDS
+    if (n - np.count_nonzero(live)) * 8 > n or n > 2 * max(state.get("compacted", 0), 4096):
+        keep = live & (ledger["bits"] > 0)
+        state["ledger"] = {k: v[keep] for k, v in ledger.items()}
+        state["compacted"] = int(np.count_nonzero(keep))
+
 
 def _append(state: dict, entries: dict) -> None:
     """``entries`` after the ledger's, in a buffer that doubles when full: a request copies its
