@@ -127,6 +127,7 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
 if sm.TAG_BYTES != 16:  # ``_spending`` compares a tag as two 8-byte words
     raise ImportError("the online ledger compares 16-byte tags")
 
+
 def _compact(state: dict, now: float) -> None:
     """Drop past entries and repeats' entries (no bits) once past ones are an eighth of the
     ledger or it has doubled since it was last compacted: when, depends on time and on how many
