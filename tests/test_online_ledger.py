@@ -103,13 +103,16 @@ def test_the_memory_a_request_writes_does_not_show_whether_its_row_was_new():
         state = {"ledger": {k: v.copy() for k, v in start.items()}, "batch": online_ledger.empty_ledger(),
                  "max_bits_per_row": 1000, "version": 1}
         online_ledger.charge_online(_Sealer(), 1, state, start["keys"][:1], start["tags"][:1], 8, now, {})  # buffer
+        used = state["ledger"]["bits"].size
+        for values in state["ledger_buffer"].values():  # unwritten memory marked, so that every write shows
+            values[used:].view(np.uint8)[...] = 0xA5
         before = {k: v.copy() for k, v in state["ledger_buffer"].items()}
         keys = start["keys"][1:2] if repeat else np.full((1, 8), 255, np.uint8)
         tags = start["tags"][1:2] if repeat else np.full((1, TAG), 255, np.uint8)
         summary = {}
         online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now + 1, summary)
         changed = {k: np.flatnonzero(np.any((v.view(np.uint8) != before[k].view(np.uint8)).reshape(v.shape[0], -1),
-                                            axis=1))  # bytes: unwritten memory may hold NaNs
+                                            axis=1))  # compared as bytes (a marked float is a NaN)
                    for k, v in state["ledger_buffer"].items()}
         writes.append((state["ledger"]["bits"].size, {k: v.tolist() for k, v in changed.items()}))
     assert writes[0][0] == writes[1][0] == 3002

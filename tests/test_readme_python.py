@@ -16,7 +16,10 @@ def readme_example() -> str:
     return example
 
 
-@pytest.mark.parametrize("protocol", ["plain", "secureboost", "ntee", "onetee", "strict"])
+# secureboost's run (17 s, 2048-bit Paillier) is a scale run: a script without a main guard using
+# crypto workers runs in CI in tests/test_workers.py, and this example with the four others
+@pytest.mark.parametrize("protocol", ["plain", pytest.param("secureboost", marks=pytest.mark.slow), "ntee", "onetee",
+                                      "strict"])
 def test_readme_example_runs_as_a_script_without_main_guard(tmp_path, protocol):
     example = readme_example()
     assert 'protocol="plain"' in example and "__main__" not in example
