@@ -26,6 +26,7 @@ __all__ = ["LEDGER_CONTEXT", "charge_session", "DAY_SECONDS", "FULL_PRECISION_BI
 
 LEDGER_CONTEXT = b"teeboost-strict-row-ledger-v1:"
 DAY_SECONDS = 86_400.0
+FULL_PRECISION_BITS = 64  # an output released unquantized: a float64
 
 
 def host_time(value) -> float:
@@ -39,7 +40,6 @@ def host_time(value) -> float:
     if not math.isfinite(now):
         raise ProtocolError(f"refused: the host's time is {now}, not a finite number of seconds")
     return now
-FULL_PRECISION_BITS = 64  # an output released unquantized: a float64
 
 
 def _empty() -> sm.StrictLedger:

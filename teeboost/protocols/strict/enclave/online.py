@@ -208,10 +208,10 @@ def ecall_online_table(rt, payload):
 
 def ecall_online_records(rt, payload):
     """[sealed request | {"now": t, "batch_version": v} | the batch sessions' sealed ledger when
-    it changed since the last request | online ledger records other sessions appended since] ->
-    [sealed record bits (b"": refused) | sealed ledger
-    record (b"": nothing counted) | summary JSON]. Charged before any bit leaves, against the
-    row's spending in online and batch sessions together."""
+    it changed since the last request | online ledger records other sessions appended since]
+    -> [sealed record bits (b"": refused) | sealed ledger record (b"": nothing counted) | summary
+    JSON]. Charged before any bit leaves, against the row's spending in online and batch
+    sessions together."""
     current = role(rt, "passive")
     state = rt.state.get("online_passive")
     if state is None:

@@ -30,6 +30,9 @@ __all__ = ["ONLINE_LEDGER", "empty_ledger", "seal_record", "replay_log", "apply_
 
 ONLINE_LEDGER = b"teeboost-strict-online-ledger-v1:"
 
+if sm.TAG_BYTES != 16:  # ``_spending`` compares a tag as two 8-byte words
+    raise ImportError("the online ledger compares 16-byte tags")
+
 
 def empty_ledger() -> dict:
     return {"keys": np.zeros((0, KEY_BYTES), np.uint8), "tags": np.zeros((0, sm.TAG_BYTES), np.uint8),
@@ -122,10 +125,6 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     version = state["version"] = state["version"] + 1
     summary.update(version=version)
     return False, seal_record(rt, party, version, False, entries)
-
-
-if sm.TAG_BYTES != 16:  # ``_spending`` compares a tag as two 8-byte words
-    raise ImportError("the online ledger compares 16-byte tags")
 
 
 def _compact(state: dict, now: float) -> None:
