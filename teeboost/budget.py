@@ -171,12 +171,23 @@ class SealedLedgerFile:
     host cannot read the blob; it hands it back with the version it last stored, which it keeps
     apart from the blob, in the row ledger (``versions``), so copying an old blob back is
     refused by the enclave. The blob is written first and the version after: a crash between
-    the two leaves the blob one version ahead, which the enclave accepts (it only over-counts)."""
+    the two leaves the blob one version ahead, which the enclave accepts (it only over-counts).
+
+    The online log is appended once per scored batch, so it is synced as a group: each record
+    is written (a process crash loses none) and, at most every ``ONLINE_SYNC_SECONDS``, the log
+    is fsynced and only then its version recorded (a power cut loses at most that long's
+    records, and never leaves the recorded version ahead of the log)."""
+
+    ONLINE_SYNC_SECONDS = 1.0
 
     def __init__(self, path: Path, versions: "RowLedger") -> None:
         self.path = Path(path)
         self.versions = versions
         self._lock = threading.Lock()
+        self._online_lock = threading.Lock()
+        self._online_fd: int | None = None
+        self._unsynced: int | None = None  # the version of the last record written, not yet synced
+        self._synced_at = 0.0
 
     @staticmethod
     def beside(audit_log: Path, versions: "RowLedger") -> "SealedLedgerFile":
@@ -222,18 +233,38 @@ class SealedLedgerFile:
             return b"", version
 
     def append_online(self, record: bytes, version: int) -> None:
-        """The record first, its version after: a crash between leaves the log one ahead,
-        which the enclave accepts (it only over-counts)."""
-        fd = os.open(self.online_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, len(record).to_bytes(4, "big") + record)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self.versions.set_meta_int("online_ledger_version", version)
+        """The record is written before the answer it charged leaves; its version is recorded
+        once the log is synced after it (``ONLINE_SYNC_SECONDS``)."""
+        with self._online_lock:
+            if self._online_fd is None:
+                self._online_fd = os.open(self.online_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                                          0o600)
+            data = len(record).to_bytes(4, "big") + record
+            if os.write(self._online_fd, data) != len(data):
+                raise OSError(f"{self.online_log}: a short write appending a ledger record")
+            self._unsynced = version
+            if time.monotonic() - self._synced_at >= self.ONLINE_SYNC_SECONDS:
+                self._sync_online()
+
+    def _sync_online(self) -> None:
+        """The log to disk, then its version (the online lock is held)."""
+        if self._online_fd is not None and self._unsynced is not None:
+            os.fsync(self._online_fd)
+            self.versions.set_meta_int("online_ledger_version", self._unsynced)
+        self._unsynced = None
+        self._synced_at = time.monotonic()
+
+    def flush_online(self) -> None:
+        """Sync what was appended and close the log (the party is stopping)."""
+        with self._online_lock:
+            self._sync_online()
+            if self._online_fd is not None:
+                os.close(self._online_fd)
+                self._online_fd = None
 
     def restart_online(self, base: bytes, version: int) -> None:
         """The log starts again from a base record holding every live entry."""
+        self.flush_online()  # the appends before it are synced, and the next ones go to the new file
         tmp = self.online_log.with_name(self.online_log.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as handle:

@@ -181,3 +181,28 @@ def test_repeats_do_not_grow_the_ledger_without_bound():
         sizes.append(state["ledger"]["bits"].size)
     assert max(sizes) <= 2 * 4096 + 20 and sizes[-1] < 30_000 // 4
     assert int(state["ledger"]["bits"].sum()) == 20 * 8
+
+
+class _Opener(_Sealer):
+    def unseal(self, data, context):
+        return data
+
+
+def test_a_log_ahead_of_the_hosts_recorded_version_is_replayed_and_one_behind_it_is_refused():
+    """The host records a version only once the log is synced after it (``SealedLedgerFile``),
+    so a log may end past it (a crash before the next sync): replayed, it counts every record.
+    A log ending before it lost records the host had kept: refused, as is a broken chain."""
+    from teeboost.errors import ProtocolError
+
+    rng = np.random.default_rng(3)
+    rt = _Opener()
+    records = [online_ledger.seal_record(rt, 1, v, v == 1, _entries(rng, 4, 8, 1e9)) for v in range(1, 8)]
+    log = b"".join(len(r).to_bytes(4, "big") + r for r in records)
+    for host_version in (1, 4, 7):
+        ledger, last = online_ledger.replay_log(rt, 1, log, host_version)
+        assert last == 7
+    with pytest.raises(ProtocolError, match="before the version the host last recorded"):
+        online_ledger.replay_log(rt, 1, log, 8)
+    broken = b"".join(len(r).to_bytes(4, "big") + r for i, r in enumerate(records) if i != 3)
+    with pytest.raises(ProtocolError, match="unbroken chain"):
+        online_ledger.replay_log(rt, 1, broken, 1)

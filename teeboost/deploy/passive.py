@@ -455,6 +455,8 @@ class PassiveService(PredictionSessions):
         self._close_run("party stopped")
         self._close_predictors("party stopped")
         self.audit.close()
+        if self.strict_ledger is not None:
+            self.strict_ledger.flush_online()
         if self.ledger is not None:
             self.ledger.close()
 

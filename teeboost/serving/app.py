@@ -3,8 +3,9 @@
 ``POST /v1/score`` scores rows with a served model; ``GET /v1/models`` lists what is served;
 ``POST /v1/models/reload`` swaps in changed model directories; ``GET /healthz`` says the
 service is up (and, per model, what its scorer says of its peers); ``GET /metrics`` is
-Prometheus' text. Scoring runs in a worker thread, so concurrent requests overlap while the
-event loop only parses and answers. docs/serving.md is the user's guide.
+Prometheus' text. A federated model's requests wait on the event loop for its scoring stages'
+threads (``teeboost.serving.stage_worker``); other scoring runs in a worker thread, so
+concurrent requests overlap while the event loop only parses and answers. docs/serving.md is the user's guide.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .answers import answer
-from .fallback import PeerDown, score_rows
+from .fallback import PeerDown, score_rows_async
 from .http_errors import ApiError, Guard, install_handlers
 from .metrics import Metrics
 from .registry import Registry, UnknownModel, VersionNotLoaded
@@ -80,8 +81,8 @@ def create_app(registry: Registry, *, max_rows: int = DEFAULT_MAX_ROWS, max_body
         ids = check_ids([row.id for row in body.rows])
         try:
             with registry.use(body.model, body.version) as (spec, main, fallback):
-                outcome = await run_in_threadpool(score_rows, main.scorer, fallback and fallback.scorer,
-                                                  spec.on_unmatched, ids, [row.features for row in body.rows])
+                outcome = await score_rows_async(main.scorer, fallback and fallback.scorer, spec.on_unmatched, ids,
+                                                 [row.features for row in body.rows])
         except UnknownModel as exc:
             raise ApiError(404, f"model: {exc}", "model") from None
         except VersionNotLoaded as exc:

@@ -24,9 +24,9 @@ import numpy as np
 
 from ..errors import ConfigError
 from .rows import encode
-from .scorer import PeerUnavailable, Scorer
+from .scorer import PeerUnavailable, ScoredRows, Scorer
 
-__all__ = ["ON_UNMATCHED", "PeerDown", "RowOutcome", "Outcome", "score_rows", "check_fallback", "active_columns"]
+__all__ = ["ON_UNMATCHED", "PeerDown", "RowOutcome", "Outcome", "score_rows", "score_rows_async", "check_fallback", "active_columns"]
 
 ON_UNMATCHED = ("error", "fallback")
 
@@ -103,29 +103,77 @@ def _fallback_rows(outcomes: list[RowOutcome], which: list[int], ids: list[str],
 def score_rows(main: Scorer, fallback: Scorer | None, on_unmatched: str, ids: list[str], rows: list[dict]) -> Outcome:
     """Every row's outcome. ``rows``: each row's ``{column: value}``, as the request gave them
     (checked against ``main``'s columns here: ``RowsRejected`` names the first bad field)."""
-    encoded = encode(ids, rows, main, model=f"model {main.name!r}")
-    use_fallback = on_unmatched == "fallback" and fallback is not None
-    outcomes = [RowOutcome("error", None, None, reason) for reason in encoded.unheld]
-    held = [i for i, reason in enumerate(encoded.unheld) if reason is None]
+    scoring = _Scoring(main, fallback, on_unmatched, ids, rows)
     start = time.perf_counter()
-    peer_down, traffic = None, {}
     try:
-        scored = main.score([ids[i] for i in held], encoded.features[held]) if held else None
+        scored = main.score(scoring.held_ids, scoring.held_features) if scoring.held else None
     except PeerUnavailable as exc:
-        if not use_fallback:
-            raise PeerDown(main.name, exc) from None
-        peer_down, scored = exc.party, None
-        for i in held:
-            outcomes[i] = RowOutcome("error", None, None, str(exc))
-    seconds = time.perf_counter() - start
-    if scored is not None:
-        traffic = scored.traffic
-        for k, i in enumerate(held):
-            if scored.reasons[k] is None:
-                outcomes[i] = RowOutcome("scored", scored.values[k], label(main), None, encoded.notes[i])
-            else:
-                outcomes[i] = RowOutcome("error", None, None, scored.reasons[k])
-    unscored = [i for i, o in enumerate(outcomes) if o.status == "error"]
-    if unscored and use_fallback:
-        _fallback_rows(outcomes, unscored, ids, rows, fallback)
-    return Outcome(outcomes, seconds, traffic, peer_down)
+        scored = exc
+    scoring.take(scored, time.perf_counter() - start)
+    if scoring.unscored:
+        _fallback_rows(scoring.outcomes, scoring.unscored, ids, rows, fallback)
+    return scoring.outcome()
+
+
+async def score_rows_async(main: Scorer, fallback: Scorer | None, on_unmatched: str, ids: list[str],
+                           rows: list[dict]) -> Outcome:
+    """``score_rows`` for a request handler: a scorer with ``score_async`` is awaited on the
+    event loop (no worker thread per request); large requests, other scorers and fallback rows
+    are scored in a worker thread."""
+    from starlette.concurrency import run_in_threadpool
+
+    if not hasattr(main, "score_async") or len(rows) > INLINE_ROWS:
+        return await run_in_threadpool(score_rows, main, fallback, on_unmatched, ids, rows)
+    scoring = _Scoring(main, fallback, on_unmatched, ids, rows)
+    start = time.perf_counter()
+    try:
+        scored = await main.score_async(scoring.held_ids, scoring.held_features) if scoring.held else None
+    except PeerUnavailable as exc:
+        scored = exc
+    scoring.take(scored, time.perf_counter() - start)
+    if scoring.unscored:
+        await run_in_threadpool(_fallback_rows, scoring.outcomes, scoring.unscored, ids, rows, fallback)
+    return scoring.outcome()
+
+
+INLINE_ROWS = 64  # requests up to this many rows are checked and coded on the event loop
+
+
+class _Scoring:
+    """One request's rows: coded for ``main``, then the scorer's answer taken, then which rows
+    the fallback model scores (``unscored``)."""
+
+    def __init__(self, main: Scorer, fallback: Scorer | None, on_unmatched: str, ids: list[str],
+                 rows: list[dict]) -> None:
+        self.main = main
+        self.encoded = encode(ids, rows, main, model=f"model {main.name!r}")
+        self.use_fallback = on_unmatched == "fallback" and fallback is not None
+        self.outcomes = [RowOutcome("error", None, None, reason) for reason in self.encoded.unheld]
+        self.held = [i for i, reason in enumerate(self.encoded.unheld) if reason is None]
+        self.held_ids = [ids[i] for i in self.held]
+        self.held_features = self.encoded.features[self.held]
+        self.unscored: list[int] = []
+        self.seconds, self.traffic, self.peer_down = 0.0, {}, None
+
+    def take(self, scored: "ScoredRows | PeerUnavailable | None", seconds: float) -> None:
+        """The scorer's rows, or the peer that was down (``PeerDown`` without a fallback)."""
+        self.seconds = seconds
+        if isinstance(scored, PeerUnavailable):
+            if not self.use_fallback:
+                raise PeerDown(self.main.name, scored) from None
+            self.peer_down = scored.party
+            for i in self.held:
+                self.outcomes[i] = RowOutcome("error", None, None, str(scored))
+        elif scored is not None:
+            self.traffic = scored.traffic
+            for k, i in enumerate(self.held):
+                if scored.reasons[k] is None:
+                    self.outcomes[i] = RowOutcome("scored", scored.values[k], label(self.main), None,
+                                                  self.encoded.notes[i])
+                else:
+                    self.outcomes[i] = RowOutcome("error", None, None, scored.reasons[k])
+        if self.use_fallback:
+            self.unscored = [i for i, o in enumerate(self.outcomes) if o.status == "error"]
+
+    def outcome(self) -> Outcome:
+        return Outcome(self.outcomes, self.seconds, self.traffic, self.peer_down)

@@ -1,7 +1,8 @@
 """``FederatedScorer``: the active party's saved model scoring rows online, its passive parties
 answering over gRPC with mutual TLS (``teeboost.protocols.online``).
 
-Concurrent requests are micro-batched in two stages, each one batch at a time: the lookup
+Concurrent requests are micro-batched in two stages, each its own thread serving one batch at
+a time (``teeboost.serving.stage_worker``): the lookup
 (one blinded round trip per passive party for the batch's ids, on its own transport session),
 then the scoring (the routing rounds, one per tree level, all trees at once, plain, SecureBoost,
 N-TEE, 1-TEE; or one sealed exchange between enclaves, strict). While one batch is scored the
@@ -15,6 +16,8 @@ data changed is asked for its new id set (a handle is never used on another vers
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import secrets
 import time
 from dataclasses import dataclass
@@ -24,7 +27,6 @@ import numpy as np
 
 from ..core.vector_routing import EnsembleArrays, RecordArrays
 from ..errors import PeerUnavailable as TransportUnavailable, ProtocolError, TeeboostError
-from ..microbatch import MicroBatcher
 from ..model_files import load_active
 from ..parties.active import ensemble_digest
 from teeboost.protocols.messages import RouteReply
@@ -32,6 +34,7 @@ from teeboost.protocols.online import STALE_IDS, OnlineRoute
 from .id_cache import BlindedIdCache
 from .scorer import PeerUnavailable, ScoredRows
 from .stage_sessions import StageSessions
+from .stage_worker import StageWorker
 
 __all__ = ["FederatedScorer"]
 
@@ -70,23 +73,51 @@ class FederatedScorer:
 
             self._strict = StrictOnlineActive(self)
         self.counts = {"batches": 0, "rows": 0, "unmatched": 0, "unavailable": 0, "id_set_fetches": 0, "bytes": 0}
-        self._lookups = MicroBatcher(self._serve_lookups, name=f"lookup-{name}", max_items=MAX_BATCH_ROWS, size=len)
-        self._batcher = MicroBatcher(self._serve, name=f"serve-{name}", max_items=MAX_BATCH_ROWS,
-                                     size=lambda item: len(item[0]))
+        self._lookups = StageWorker(self._serve_lookups, name=f"lookup-{name}", max_items=MAX_BATCH_ROWS,
+                                    size=lambda item: len(item[0]), then=self._to_scoring)
+        self._batcher = StageWorker(self._serve, name=f"serve-{name}", max_items=MAX_BATCH_ROWS,
+                                    size=lambda item: len(item[0]))
 
     # -- the Scorer interface
 
     def score(self, ids: list[str], features: np.ndarray) -> ScoredRows:
-        if len(ids) != features.shape[0]:
-            raise ValueError("one id per row")
-        parts = []
-        for a in range(0, len(ids), MAX_BATCH_ROWS):
-            chunk = ids[a:a + MAX_BATCH_ROWS]
-            found = self._lookups.submit(chunk)  # raises PeerUnavailable
-            parts.append(found if isinstance(found, ScoredRows)  # refused at the lookup
-                         else self._batcher.submit((chunk, features[a:a + MAX_BATCH_ROWS], found)))
+        futures = [concurrent.futures.Future() for _ in range(self._submit(ids, features))]
+        self._submit(ids, features, futures)
+        return self._joined([f.result() for f in futures])
+
+    async def score_async(self, ids: list[str], features: np.ndarray) -> ScoredRows:
+        """``score`` for a caller on an event loop: it waits there, not in a thread."""
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in range(self._submit(ids, features))]
+        self._submit(ids, features, futures)
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return self._joined(results)
+
+    def _submit(self, ids: list[str], features: np.ndarray, futures: list | None = None) -> int:
+        """Each chunk of at most ``MAX_BATCH_ROWS`` rows to the lookup stage, with its future
+        (``futures`` None: only count the chunks)."""
+        if len(ids) != features.shape[0] or not ids:
+            raise ValueError("one id per row, and at least one row")
+        starts = range(0, len(ids), MAX_BATCH_ROWS)
+        for a, future in zip(starts, futures or []):
+            self._lookups.submit((ids[a:a + MAX_BATCH_ROWS], features[a:a + MAX_BATCH_ROWS]), future)
+        return len(starts)
+
+    @staticmethod
+    def _joined(parts: list[ScoredRows]) -> ScoredRows:
         return ScoredRows(np.concatenate([p.values for p in parts]), [r for p in parts for r in p.reasons],
                           {"bytes": sum(p.traffic.get("bytes", 0) for p in parts)})
+
+    def _to_scoring(self, item, found, future) -> bool:
+        """The lookup stage's result: rows found go on to the scoring stage with their future
+        (-> False); a refusal or an unavailable peer is the answer (-> True)."""
+        if isinstance(found, _Found):
+            self._batcher.submit((item[0], item[1], found), future)
+            return False
+        return True
 
     def health(self) -> dict:
         """Each passive party: reachable now, and the id set version held."""
@@ -116,10 +147,10 @@ class FederatedScorer:
 
     # -- one lookup micro-batch
 
-    def _serve_lookups(self, batch: list[list[str]]) -> list:
-        """Each request's ids -> ``_Found`` (the id set versions and each passive party's handles),
-        or a ``ScoredRows`` of refused rows, or ``PeerUnavailable``."""
-        ids = [i for part in batch for i in part]
+    def _serve_lookups(self, batch: list[tuple[list[str], np.ndarray]]) -> list:
+        """Each request's (ids, features) -> ``_Found`` (the id set versions and each passive
+        party's handles), or a ``ScoredRows`` of refused rows, or ``PeerUnavailable``."""
+        ids = [i for part, _ in batch for i in part]
         sessions = self._lookup_sessions
         sessions.begin()
         try:
@@ -134,10 +165,10 @@ class FederatedScorer:
             if "did not answer within" in str(exc):  # a stalled link: fail fast, as for one that is down
                 return [self._unavailable(exc)] * len(batch)
             if len(batch) > 1:
-                return [self._serve_lookups([part])[0] for part in batch]  # one request's refusal is not its neighbours'
-            return [self._refused(batch[0], exc)]
+                return [self._serve_lookups([item])[0] for item in batch]  # one request's refusal is not its neighbours'
+            return [self._refused(batch[0][0], exc)]
         out, start = [], 0
-        for part in batch:
+        for part, _ in batch:
             stop = start + len(part)
             out.append(_Found(versions, {p: h[start:stop] for p, h in handles.items()},
                               sent * len(part) // max(1, len(ids))))

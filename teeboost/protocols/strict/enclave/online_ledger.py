@@ -62,7 +62,8 @@ def _opened(rt, party: int, blob: bytes) -> list[om.StrictLedgerDelta]:
 
 def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, int]:
     """The log's records, each opened and checked: versions consecutive from a base record,
-    and the last one the host recorded (or one past it: a store it did not finish recording)."""
+    ending at or past the version the host last recorded (it records a version once the log is
+    synced after it, so the log may be ahead of it: that only counts more)."""
     records = _opened(rt, party, blob)
     if not records:
         if host_version != 0:
@@ -72,9 +73,9 @@ def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, in
     if not records[0].base or any(b.version != a.version + 1 for a, b in zip(records, records[1:])):
         raise ProtocolError("refused: the online ledger log is not one unbroken chain from a base record")
     last = records[-1].version
-    if last not in (host_version, host_version + 1):
-        raise ProtocolError(f"refused: the online ledger log ends at version {last}, and the host last recorded "
-                            f"version {host_version} (a rolled back or foreign log)")
+    if last < host_version:
+        raise ProtocolError(f"refused: the online ledger log ends at version {last}, before the version the host "
+                            f"last recorded, {host_version} (a rolled back or foreign log)")
     ledger = {k: np.concatenate([getattr(r, k) for r in records]) for k in ("keys", "tags", "epochs", "bits")}
     charged = ledger["bits"] > 0
     return {k: v[charged] for k, v in ledger.items()}, last

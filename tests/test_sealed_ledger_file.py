@@ -1,0 +1,66 @@
+"""The strict online ledger's log on the passive host: every record is written before its
+answer leaves (a killed process loses none), the log is synced as a group, and the version the
+host records is never ahead of what the log holds (the enclave accepts a log ahead of it, and
+refuses one behind)."""
+
+import subprocess
+import sys
+import textwrap
+
+from teeboost.budget import RowLedger, SealedLedgerFile
+
+
+def _records(log: bytes) -> list[bytes]:
+    out, at = [], 0
+    while at < len(log):
+        size = int.from_bytes(log[at:at + 4], "big")
+        out.append(log[at + 4:at + 4 + size])
+        at += 4 + size
+    return out
+
+
+def test_records_are_readable_at_once_and_the_version_follows_the_sync(tmp_path):
+    versions = RowLedger(tmp_path / "audit.budget.sqlite", "bank")
+    ledger = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions)
+    ledger.ONLINE_SYNC_SECONDS = 3600.0  # within the test, only the first append syncs
+    for version in range(1, 6):
+        ledger.append_online(f"record {version}".encode(), version)
+    log, recorded = ledger.load_online()
+    assert _records(log) == [f"record {v}".encode() for v in range(1, 6)]
+    assert recorded == 1  # synced with the first record; the rest wait for the next sync
+    ledger.flush_online()
+    assert ledger.load_online()[1] == 5
+    ledger.append_online(b"record 6", 6)  # the log is opened again after a flush
+    assert _records(ledger.load_online()[0])[-1] == b"record 6"
+
+
+def test_a_restart_syncs_the_appends_before_it_and_starts_a_new_file(tmp_path):
+    versions = RowLedger(tmp_path / "audit.budget.sqlite", "bank")
+    ledger = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions)
+    ledger.ONLINE_SYNC_SECONDS = 3600.0
+    ledger.append_online(b"a", 1)
+    ledger.append_online(b"b", 2)
+    ledger.restart_online(b"base", 3)
+    ledger.append_online(b"c", 4)
+    log, recorded = ledger.load_online()
+    assert _records(log) == [b"base", b"c"] and recorded == 3
+
+
+def test_a_killed_party_loses_no_record_and_its_version_is_not_ahead_of_its_log(tmp_path):
+    script = textwrap.dedent(f"""
+        import os
+        from pathlib import Path
+        from teeboost.budget import RowLedger, SealedLedgerFile
+        ledger = SealedLedgerFile.beside(Path({str(tmp_path)!r}) / "audit.jsonl",
+                                         RowLedger(Path({str(tmp_path)!r}) / "audit.budget.sqlite", "bank"))
+        ledger.ONLINE_SYNC_SECONDS = 3600.0
+        for version in range(1, 51):
+            ledger.append_online(b"record %d" % version, version)
+        os._exit(9)  # killed: nothing is flushed or closed
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 9, done.stderr
+    ledger = SealedLedgerFile.beside(tmp_path / "audit.jsonl", RowLedger(tmp_path / "audit.budget.sqlite", "bank"))
+    log, recorded = ledger.load_online()
+    assert _records(log) == [b"record %d" % v for v in range(1, 51)]
+    assert 1 <= recorded <= 50
