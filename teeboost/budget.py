@@ -174,9 +174,9 @@ class SealedLedgerFile:
     the two leaves the blob one version ahead, which the enclave accepts (it only over-counts).
 
     The online log is appended once per scored batch, so it is synced as a group: each record
-    is written (a process crash loses none) and, at most every ``ONLINE_SYNC_SECONDS``, the log
-    is fsynced and only then its version recorded (a power cut loses at most that long's
-    records, and never leaves the recorded version ahead of the log)."""
+    is written (a process crash loses none) and, at most ``ONLINE_SYNC_SECONDS`` later (a timer
+    syncs an idle log too), the log is fsynced and only then its version recorded (a power cut
+    loses at most that long's records, and never leaves the recorded version ahead of the log)."""
 
     ONLINE_SYNC_SECONDS = 1.0
 
@@ -188,6 +188,8 @@ class SealedLedgerFile:
         self._online_fd: int | None = None
         self._unsynced: int | None = None  # the version of the last record written, not yet synced
         self._synced_at = 0.0
+        self._timer: threading.Timer | None = None
+        self._closed = False
 
     @staticmethod
     def beside(audit_log: Path, versions: "RowLedger") -> "SealedLedgerFile":
@@ -234,8 +236,11 @@ class SealedLedgerFile:
 
     def append_online(self, record: bytes, version: int) -> None:
         """The record is written before the answer it charged leaves; its version is recorded
-        once the log is synced after it (``ONLINE_SYNC_SECONDS``)."""
+        once the log is synced after it (within ``ONLINE_SYNC_SECONDS``)."""
         with self._online_lock:
+            if self._closed:
+                raise ConfigError(f"{self.online_log}: the online ledger log is closed (the party is stopping); "
+                                  "nothing more is charged or answered")
             if self._online_fd is None:
                 self._online_fd = os.open(self.online_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
                                           0o600)
@@ -243,7 +248,18 @@ class SealedLedgerFile:
             if os.write(self._online_fd, data) != len(data):
                 raise OSError(f"{self.online_log}: a short write appending a ledger record")
             self._unsynced = version
-            if time.monotonic() - self._synced_at >= self.ONLINE_SYNC_SECONDS:
+            due = self._synced_at + self.ONLINE_SYNC_SECONDS - time.monotonic()
+            if due <= 0:
+                self._sync_online()
+            elif self._timer is None:  # an idle log is synced too: its tail never waits for traffic
+                self._timer = threading.Timer(due, self._sync_later)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _sync_later(self) -> None:
+        with self._online_lock:
+            self._timer = None
+            if not self._closed:
                 self._sync_online()
 
     def _sync_online(self) -> None:
@@ -254,22 +270,32 @@ class SealedLedgerFile:
         self._unsynced = None
         self._synced_at = time.monotonic()
 
+    def _close_online(self) -> None:
+        """Sync what was appended and close the file (the online lock is held)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._sync_online()
+        if self._online_fd is not None:
+            os.close(self._online_fd)
+            self._online_fd = None
+
     def flush_online(self) -> None:
-        """Sync what was appended and close the log (the party is stopping)."""
+        """The party is stopping: what was appended is synced, and nothing more is."""
         with self._online_lock:
-            self._sync_online()
-            if self._online_fd is not None:
-                os.close(self._online_fd)
-                self._online_fd = None
+            self._close_online()
+            self._closed = True
 
     def restart_online(self, base: bytes, version: int) -> None:
-        """The log starts again from a base record holding every live entry."""
-        self.flush_online()  # the appends before it are synced, and the next ones go to the new file
-        tmp = self.online_log.with_name(self.online_log.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(len(base).to_bytes(4, "big") + base)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.online_log)
-        self.versions.set_meta_int("online_ledger_version", version)
+        """The log starts again from a base record holding every live entry (the appends before
+        it synced first, and none in between: the online lock is held throughout)."""
+        with self._online_lock:
+            self._close_online()
+            tmp = self.online_log.with_name(self.online_log.name + ".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(len(base).to_bytes(4, "big") + base)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.online_log)
+            self.versions.set_meta_int("online_ledger_version", version)

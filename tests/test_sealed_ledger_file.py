@@ -30,8 +30,31 @@ def test_records_are_readable_at_once_and_the_version_follows_the_sync(tmp_path)
     assert recorded == 1  # synced with the first record; the rest wait for the next sync
     ledger.flush_online()
     assert ledger.load_online()[1] == 5
-    ledger.append_online(b"record 6", 6)  # the log is opened again after a flush
-    assert _records(ledger.load_online()[0])[-1] == b"record 6"
+
+
+def test_an_idle_log_is_synced_by_its_timer_and_a_closed_one_takes_no_more(tmp_path):
+    """The records written before traffic pauses are synced and their version recorded within
+    the sync interval (a host cutting the unsynced tail of the file would otherwise have had as
+    long as the pause: red team). After the party's last flush an append writes nothing."""
+    import time
+
+    import pytest
+
+    from teeboost.errors import ConfigError
+
+    versions = RowLedger(tmp_path / "audit.budget.sqlite", "bank")
+    ledger = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions)
+    ledger.ONLINE_SYNC_SECONDS = 0.2
+    ledger.append_online(b"a", 1)  # synced at once (the first)
+    ledger.append_online(b"b", 2)
+    ledger.append_online(b"c", 3)
+    assert ledger.load_online()[1] == 1
+    time.sleep(0.6)  # no more traffic
+    assert ledger.load_online()[1] == 3
+    ledger.flush_online()
+    with pytest.raises(ConfigError, match="closed"):
+        ledger.append_online(b"d", 4)
+    assert _records(ledger.load_online()[0]) == [b"a", b"b", b"c"]
 
 
 def test_a_restart_syncs_the_appends_before_it_and_starts_a_new_file(tmp_path):

@@ -49,6 +49,9 @@ def _settle(future, result) -> None:
             future.set_result(result)
     except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
         pass  # cancelled between the check and the set
+    except Exception as exc:  # noqa: BLE001 - e.g. asyncio refuses StopIteration: the caller still hears
+        if not future.done():
+            future.set_exception(RuntimeError(f"{type(result).__name__}: {result} ({exc})"))
 
 
 class StageWorker:
@@ -115,7 +118,11 @@ class StageWorker:
                         done.append((future, result))
                 except BaseException as exc:  # noqa: BLE001 - e.g. the next stage closed
                     done.append((future, exc))
-            deliver(done)
+            try:
+                deliver(done)
+            except Exception:  # noqa: BLE001 - the stage's thread must outlive one batch's delivery
+                for future, _ in done:
+                    _settle(future, RuntimeError(f"the {self.name!r} stage could not deliver this result"))
 
     def close(self) -> None:
         with self._ready:

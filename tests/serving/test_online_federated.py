@@ -284,3 +284,89 @@ def test_a_strict_session_takes_the_passive_partys_changed_table_without_failing
         tmp = tmp_path / "passive-1.tmp"
         tmp.write_text(original)
         tmp.replace(passive)
+
+
+ROLLBACK_PATCH = '''
+import sys
+from teeboost import budget
+
+first = []
+honest = budget.SealedLedgerFile.load_online
+
+
+def rolled_back(self):
+    """The log as it was when the party first loaded it (an old copy of the file put back):
+    every later table load, in a new session or within one whose data changed, gets it."""
+    log, version = honest(self)
+    if not first:
+        first.append(log)
+    return first[0], version
+
+
+budget.SealedLedgerFile.load_online = rolled_back
+from teeboost.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_a_passive_host_that_rolls_its_online_ledger_back_is_refused(federation):
+    """Strict: a passive host patched to hand its enclave the online ledger log as it was when
+    it first read it (forgetting every row scored since) is refused, both when its data changes
+    within a session (the enclave holds a newer version) and when a new session starts (the
+    version the host recorded is past the old log's end): no row is scored against the forgotten
+    ledger, and the refusal names the rollback. (A host that also puts back the old recorded
+    version is not caught: docs/online-scoring.md, what is left.)"""
+    tmp_path, configs, _ = federation
+    trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
+    assert trained.returncode == 0, trained.stderr
+    config = load_config(configs["active"])
+    ids, features = _scorer_rows(tmp_path, config, 24, skip=700)
+    scorer = FederatedScorer(config, "credit")  # the stock host first: its log has records to forget
+    try:
+        assert any(r is None for r in scorer.score(ids[20:], features[20:]).reasons)
+    finally:
+        scorer.close()
+    for p in [federation[2], *federation_processes]:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(timeout=30)
+    patch = tmp_path / "rollback_patch.py"
+    patch.write_text(ROLLBACK_PATCH)
+    ready = tmp_path / "passive-1.rollback.address"
+    process = subprocess.Popen([sys.executable, str(patch), "party", "--config", str(configs["passive-1"]),
+                                "--ready-file", str(ready)], stdout=(tmp_path / "rollback.log").open("w"),
+                               stderr=subprocess.STDOUT)
+    federation_processes.append(process)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "rollback.log").read_text()
+        time.sleep(0.1)
+    set_peer_addresses(configs["active"], {1: ("passive-1", ready.read_text().strip())})
+    passive = tmp_path / "passive-1.csv"
+    original = passive.read_text()
+    config = load_config(configs["active"])
+    ids, features = ids[:20], features[:20]
+    scorer = FederatedScorer(config, "credit")
+    try:
+        first = scorer.score(ids[:10], features[:10])  # charged: the log grows, its version is recorded
+        assert any(r is None for r in first.reasons)
+        time.sleep(1.2)  # past the log's group sync: the next append records its version
+        assert any(r is None for r in scorer.score(ids[10:], features[10:]).reasons)
+        version = scorer.caches[1].version
+        _new_customers(tmp_path, ids[:2])  # the data changes: the session loads a new table
+        deadline = time.monotonic() + 60
+        while scorer.caches[1].version == version and time.monotonic() < deadline:
+            scorer.health()
+            time.sleep(0.2)
+        within = scorer.score(ids, features)
+        assert all(r is not None and "rolled back" in r for r in within.reasons), within.reasons
+        assert np.isnan(within.values).all()
+        again = scorer.score(ids, features)  # a new session is attested: its table load is refused too
+        assert all(r is not None and "rolled back" in r for r in again.reasons), again.reasons
+        assert np.isnan(again.values).all()
+    finally:
+        scorer.close()
+        tmp = tmp_path / "passive-1.tmp"
+        tmp.write_text(original)
+        tmp.replace(passive)
+        _restart_passive(federation)

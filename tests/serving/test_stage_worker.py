@@ -98,3 +98,20 @@ def test_closing_fails_what_is_still_queued_and_a_cancelled_caller_is_skipped():
     assert running.result(10) == "a" and cancelled.cancelled()
     with pytest.raises(RuntimeError, match="closed"):
         stage.submit("d", concurrent.futures.Future())
+
+
+def test_a_result_asyncio_cannot_carry_still_reaches_its_caller_and_the_stage_lives_on():
+    """asyncio refuses StopIteration as a future's exception (red team): the caller gets a
+    RuntimeError naming it instead of waiting forever, and the next request is served."""
+    stage = StageWorker(lambda items: [StopIteration() if i == "stop" else i for i in items], name="t",
+                        max_items=10)
+
+    async def ask(item):
+        future = asyncio.get_running_loop().create_future()
+        stage.submit(item, future)
+        return await asyncio.wait_for(future, 5)
+
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        asyncio.run(ask("stop"))
+    assert asyncio.run(ask("next")) == "next"
+    stage.close()
