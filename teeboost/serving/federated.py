@@ -2,11 +2,11 @@
 answering over gRPC with mutual TLS (``teeboost.protocols.online``).
 
 Concurrent requests are micro-batched in two stages, each its own thread serving one batch at
-a time (``teeboost.serving.stage_worker``): the lookup
-(one blinded round trip per passive party for the batch's ids, on its own transport session),
-then the scoring (the routing rounds, one per tree level, all trees at once, plain, SecureBoost,
-N-TEE, 1-TEE; or one sealed exchange between enclaves, strict). While one batch is scored the
-next one's ids are looked up. A request is
+a time (``teeboost.serving.stage_worker``): the lookup (one blinded round trip per passive party
+for the batch's ids, on its own transport session), then the scoring (the routing rounds, one
+per tree level, all trees at once, plain, SecureBoost, N-TEE, 1-TEE; or one sealed exchange
+between enclaves, strict). While one batch is scored the next one's ids are looked up. Callers
+wait on their own event loop or thread, never in one the stages hand off to. A request is
 either scored with the model it names or says why not: a row whose id a passive party does not
 hold is left unscored with that reason; a passive party that does not answer within
 ``[serving] timeout`` fails the batch fast with ``PeerUnavailable`` (the service then errors or
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import secrets
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,30 +80,31 @@ class FederatedScorer:
     # -- the Scorer interface
 
     def score(self, ids: list[str], features: np.ndarray) -> ScoredRows:
-        futures = [concurrent.futures.Future() for _ in range(self._submit(ids, features))]
-        self._submit(ids, features, futures)
-        return self._joined([f.result() for f in futures])
+        chunks = self._chunks(ids, features)
+        futures = [concurrent.futures.Future() for _ in chunks]
+        for chunk, future in zip(chunks, futures):
+            self._lookups.submit(chunk, future)
+        return self._joined([f.result() for f in futures])  # raises PeerUnavailable
 
     async def score_async(self, ids: list[str], features: np.ndarray) -> ScoredRows:
         """``score`` for a caller on an event loop: it waits there, not in a thread."""
+        chunks = self._chunks(ids, features)
         loop = asyncio.get_running_loop()
-        futures = [loop.create_future() for _ in range(self._submit(ids, features))]
-        self._submit(ids, features, futures)
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        futures = [loop.create_future() for _ in chunks]
+        for chunk, future in zip(chunks, futures):
+            self._lookups.submit(chunk, future)
+        results = await asyncio.gather(*futures, return_exceptions=True)  # every chunk's, before raising
         for result in results:
             if isinstance(result, BaseException):
                 raise result
         return self._joined(results)
 
-    def _submit(self, ids: list[str], features: np.ndarray, futures: list | None = None) -> int:
-        """Each chunk of at most ``MAX_BATCH_ROWS`` rows to the lookup stage, with its future
-        (``futures`` None: only count the chunks)."""
+    @staticmethod
+    def _chunks(ids: list[str], features: np.ndarray) -> list[tuple[list[str], np.ndarray]]:
+        """(ids, features) of at most ``MAX_BATCH_ROWS`` rows each."""
         if len(ids) != features.shape[0] or not ids:
             raise ValueError("one id per row, and at least one row")
-        starts = range(0, len(ids), MAX_BATCH_ROWS)
-        for a, future in zip(starts, futures or []):
-            self._lookups.submit((ids[a:a + MAX_BATCH_ROWS], features[a:a + MAX_BATCH_ROWS]), future)
-        return len(starts)
+        return [(ids[a:a + MAX_BATCH_ROWS], features[a:a + MAX_BATCH_ROWS]) for a in range(0, len(ids), MAX_BATCH_ROWS)]
 
     @staticmethod
     def _joined(parts: list[ScoredRows]) -> ScoredRows:
