@@ -88,10 +88,14 @@ class OnlineRoute:
 @message
 @dataclass(frozen=True)
 class OnlineSealed:
-    """Strict: one record between the active enclave and this party's online enclave (the
-    session's ``run_id`` names which), holding handles one way and record bits the other."""
+    """Strict and N-TEE: one record between the active enclave and this party's online enclave
+    (the session's ``run_id`` names which), holding handles one way and record bits the other.
+    N-TEE: the rows' ``handles`` and the model's ``outputs`` also in the clear, for the passive
+    host to charge (its enclave refuses the record if they are not the sealed ones)."""
 
     run_id: str
     model_digest: str
     version: str
     record: bytes
+    outputs: int = 0
+    handles: np.ndarray = array_field("int64", 1, optional=True)

@@ -67,7 +67,7 @@ class FederatedScorer:
         self._lookup_sessions = StageSessions(lambda: self.config, timeout=self.timeout, setup_timeout=SETUP_TIMEOUT)
         self._scoring_sessions = StageSessions(lambda: self.config, timeout=self.timeout, setup_timeout=SETUP_TIMEOUT)
         self._strict = None
-        if self.protocol == "strict":
+        if self.protocol in ("strict", "ntee"):  # one sealed exchange between enclaves per batch
             from .strict_online import StrictOnlineActive
 
             self._strict = StrictOnlineActive(self)

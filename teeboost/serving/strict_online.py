@@ -23,6 +23,7 @@ from teeboost.protocols.ntee.hosts import attest_enclaves
 from teeboost.protocols.online import OnlineSealed
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
+from teeboost.protocols.strict.enclave.trainer import published_ensemble
 from teeboost.protocols.strict.hosts import PROGRAM
 from teeboost.transport import serde
 
@@ -61,8 +62,10 @@ class StrictOnlineActive:
                                       env)
             try:
                 model = self.scorer.model
+                # the published trees (gains, sizes and covers zeroed, as strict saves them): what the
+                # passive party's records are bound to, for every protocol
                 enclave.ecall("online_model", serde.encode(om.StrictOnlineModel(
-                    json.dumps(model.ensemble.to_dict()), *sm.record_arrays(model.owner))))
+                    json.dumps(published_ensemble(model.ensemble)), *sm.record_arrays(model.owner))))
                 # an empty record: load the table now, not within a request's timeout
                 setup.request_all({p: OnlineSealed(env.run_id, self.scorer.digest, v, b"") for p, v in versions.items()})
             except BaseException:
@@ -80,7 +83,10 @@ class StrictOnlineActive:
                 np.ascontiguousarray(raw, dtype=np.float64), np.array(parties, dtype=np.int64),
                 np.stack([handles[p] for p in parties]).astype(np.int64)))))
             digest = self.scorer.digest
-            replies = channel.request_all({p: OnlineSealed(self._run_id, digest, versions[p], r)
+            clear = self.scorer.protocol == "ntee"  # the passive host charges the rows it is told
+            outputs = self.scorer.model.ensemble.n_outputs if clear else 0
+            replies = channel.request_all({p: OnlineSealed(self._run_id, digest, versions[p], r, outputs,
+                                                           handles[p] if clear else np.zeros(0, np.int64))
                                            for p, r in requests.items()})
             answers = {}
             for party, reply in replies.items():

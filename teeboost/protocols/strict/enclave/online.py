@@ -234,6 +234,11 @@ def ecall_online_records(rt, payload):
         raise ProtocolError(f"an online request scores 1 to {MAX_ROWS} rows, with one handle and tag each")
     if np.any(request.handles < 0) or np.any(request.handles >= state["codes"].n_rows):
         raise ProtocolError("an online request names a row outside this party's id set")
+    if "handles" in told and ([int(h) for h in request.handles] != told["handles"]
+                              or int(request.outputs) != told.get("outputs")):
+        # N-TEE: the passive host charged the rows and outputs the active host named in the clear
+        raise ProtocolError("refused: the rows or outputs this party's host charged are not the ones the active "
+                            "enclave asks about")
     bits_each = state["output_bits"] or FULL_PRECISION_BITS
     cost = int(request.outputs) * bits_each
     # what the host sees: the row count (it sees the request's size anyway) and a refusal; what
