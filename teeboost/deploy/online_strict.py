@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.vector_routing import RecordArrays
 from ..errors import ProtocolError
 from ..model_files import PassiveModel, load_passive, passive_file
 from ..policy import PolicyRefused
@@ -123,7 +124,7 @@ class StrictOnlinePassive:
             records = {0: msg.record}
             host_charged = session.model.protocol != "strict"
             if host_charged:  # N-TEE: this host sees the rows, as its routing did, and charges them itself
-                told.update(self._charge_in_the_clear(snap, msg, used_rows))
+                told.update(self._charge_in_the_clear(session.model, snap, msg, used_rows))
             elif ledger is not None:
                 version = ledger.version()
                 told["batch_version"] = version
@@ -155,12 +156,13 @@ class StrictOnlinePassive:
                                      rows=int(summary["rows"]))
         return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
 
-    def _charge_in_the_clear(self, snap, msg: OnlineSealed, used_rows: int) -> dict:
+    def _charge_in_the_clear(self, model: PassiveModel, snap, msg: OnlineSealed, used_rows: int) -> dict:
         """N-TEE: the rows the active party names in the clear (its enclave checks they are the
-        sealed ones), charged to ``max_prediction_rows_per_day`` and, at ``outputs x
-        64 bits`` each (what the active host learns: the scores, unquantized so that they are batch
-        prediction's), to the row ledger batch prediction charges: one budget per row, whichever
-        way it is scored."""
+        sealed ones), charged to ``max_prediction_rows_per_day`` and to the row ledger batch
+        prediction charges (one budget per row, whichever way it is scored), each what its score
+        can tell the active host: at most ``outputs x 64`` bits (the scores, unquantized so that
+        they are batch prediction's), and at most one bit per record of this party on the row's
+        path in each tree (the score is a function of those answers), whichever is less."""
         handles = np.asarray(msg.handles, dtype=np.int64)
         k = int(handles.size)
         if not 1 <= k <= 4096 or handles.min() < 0 or handles.max() >= snap.ids.n or np.unique(handles).size != k:
@@ -169,8 +171,11 @@ class StrictOnlinePassive:
             raise ProtocolError("an N-TEE online request names the model's outputs (1 to 1024)")
         self.online._check_budget("max_prediction_rows_per_day", used_rows, k)
         if self.service.ledger is not None:
-            self.service.ledger.charge(snap.row_keys(self.service.ledger, handles),
-                                       np.full(k, int(msg.outputs) * FULL_PRECISION_BITS),
+            trees = RecordArrays.from_owner(model.owner).trees
+            depth = model.max_depth or self.service.policy.max_depth or 64
+            path_bits = int(np.minimum(np.bincount(trees) if trees.size else np.zeros(0, np.int64), depth).sum())
+            bits = min(int(msg.outputs) * FULL_PRECISION_BITS, path_bits)
+            self.service.ledger.charge(snap.row_keys(self.service.ledger, handles), np.full(k, bits),
                                        self.service.policy.max_bits_per_row_per_day, f"scoring {k} row(s) online")
         return {"handles": [int(h) for h in handles], "outputs": int(msg.outputs)}
 
@@ -206,7 +211,7 @@ class StrictOnlinePassive:
                                      *arrays, np.ascontiguousarray(raw, dtype=np.float64), keys,
                                      output_bits, policy.max_outputs or 0,
                                      policy.max_bits_per_row_per_day or 0, time.time(),
-                                     log_version, np.frombuffer(log, np.uint8))
+                                     log_version, np.frombuffer(log, np.uint8), model.protocol != "strict")
         parts = unpack_records(session.side.enclave.ecall("online_table", serde.encode(table)))
         summary = json.loads(parts[1])
         session.batch_version = -1  # a new table: the enclave reads the batch ledger again

@@ -65,7 +65,8 @@ class StrictOnlineActive:
                 # the published trees (gains, sizes and covers zeroed, as strict saves them): what the
                 # passive party's records are bound to, for every protocol
                 enclave.ecall("online_model", serde.encode(om.StrictOnlineModel(
-                    json.dumps(published_ensemble(model.ensemble)), *sm.record_arrays(model.owner))))
+                    json.dumps(published_ensemble(model.ensemble)), *sm.record_arrays(model.owner),
+                    self.scorer.protocol == "ntee")))
                 # an empty record: load the table now, not within a request's timeout
                 setup.request_all({p: OnlineSealed(env.run_id, self.scorer.digest, v, b"") for p, v in versions.items()})
             except BaseException:

@@ -59,7 +59,7 @@ def ecall_online_model(rt, payload):
                           "trees": EnsembleArrays(ensemble),
                           "own_records": RecordArrays(msg.own_ids, msg.own_features, msg.own_thresholds,
                                                       msg.own_missing_left, msg.own_categories),
-                          "tag_key": digest + _own_records_digest(own)}
+                          "tag_key": digest + _own_records_digest(own), "clear": bool(msg.clear)}
     return digest
 
 
@@ -81,7 +81,7 @@ def ecall_online_begin(rt, payload):
     out = {}
     for party, handles in zip(msg.parties, msg.handles):
         frame = serde.encode(om.StrictOnlineRequest(n, state["digest"], state["ensemble"].n_outputs, tags,
-                                                    np.ascontiguousarray(handles, dtype=np.int64)))
+                                                    np.ascontiguousarray(handles, dtype=np.int64), state["clear"]))
         out[int(party)] = current.channel(int(party)).seal(frame)
     state["pending"] = np.ascontiguousarray(msg.raw, dtype=np.float64)
     return pack_records(out)
@@ -200,7 +200,8 @@ def ecall_online_table(rt, payload):
                                   "slots": slots, "ledger": ledger, "version": version + 1, "counted": counted,
                                   "batch": empty_ledger(), "batch_version": -1,
                                   "output_bits": int(msg.output_bits), "max_outputs": int(msg.max_outputs),
-                                  "max_bits_per_row": int(msg.max_bits_per_row)}
+                                  "max_bits_per_row": int(msg.max_bits_per_row),
+                                  "host_charged": bool(msg.host_charged)}
     base = seal_record(rt, current.party, version + 1, True, ledger) if counted else b""
     summary = {"rows": codes.n_rows, "ledger_version": version + 1 if counted else 0}
     return pack_records({0: base, 1: json.dumps(summary).encode()})
@@ -234,9 +235,15 @@ def ecall_online_records(rt, payload):
         raise ProtocolError(f"an online request scores 1 to {MAX_ROWS} rows, with one handle and tag each")
     if np.any(request.handles < 0) or np.any(request.handles >= state["codes"].n_rows):
         raise ProtocolError("an online request names a row outside this party's id set")
-    if "handles" in told and ([int(h) for h in request.handles] != told["handles"]
-                              or int(request.outputs) != told.get("outputs")):
-        # N-TEE: the passive host charged the rows and outputs the active host named in the clear
+    if state["host_charged"] != bool(request.clear):
+        # N-TEE: this host charges the rows the active host tells it, so every request must tell
+        # it; a strict request never does, and this host's handles are then never looked at (a
+        # refusal that depended on them would tell it whether it guessed the scored customer)
+        raise ProtocolError("refused: this party's host charges the rows it is told, and the active party did "
+                            "not tell them" if state["host_charged"] else
+                            "refused: this party's table was not loaded for rows told in the clear")
+    if request.clear and ([int(h) for h in request.handles] != told.get("handles")
+                          or int(request.outputs) != told.get("outputs")):
         raise ProtocolError("refused: the rows or outputs this party's host charged are not the ones the active "
                             "enclave asks about")
     bits_each = state["output_bits"] or FULL_PRECISION_BITS
@@ -249,7 +256,10 @@ def ecall_online_records(rt, payload):
         summary.update(refused="max_outputs", detail=f"the model has {request.outputs} outputs; at most "
                        f"{state['max_outputs']}")
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
-    values, keys = state["codes"].rows(request.handles)  # every row of the table is read
+    if request.clear:  # N-TEE: the host knows these rows (it charged them); no need to hide them from it
+        values, keys = state["codes"].rows_known(request.handles)
+    else:
+        values, keys = state["codes"].rows(request.handles)  # every row of the table is read
     delta = b""
     if state["counted"]:
         refused, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary)

@@ -25,6 +25,7 @@ class StrictOnlineModel:
     own_thresholds: np.ndarray = array_field("float64", 1)
     own_missing_left: np.ndarray = array_field("bool", 1)
     own_categories: np.ndarray = array_field("int64", 1)
+    clear: bool = False  # N-TEE: the passive hosts are told each request's handles (and charge them)
 
 
 @message
@@ -50,6 +51,7 @@ class StrictOnlineRequest:
     outputs: int
     tags: np.ndarray = array_field("uint8", 2)
     handles: np.ndarray = array_field("int64", 1)
+    clear: bool = False  # the active party told the passive host these handles (N-TEE)
 
 
 @message
@@ -74,6 +76,7 @@ class StrictOnlineTable:
     now: float
     ledger_version: int  # the last version of the online ledger the host recorded
     ledger_log: np.ndarray = array_field("uint8", 1)  # the log's sealed records, each u32 length-prefixed
+    host_charged: bool = False  # N-TEE: the host charges the rows it is told; requests must tell it
 
 
 @message
