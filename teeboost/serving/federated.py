@@ -207,6 +207,8 @@ class FederatedScorer:
             except ProtocolError as exc:
                 if STALE_IDS not in str(exc):
                     raise
+                if self._strict is not None:  # its sealed request was never opened: the channel is a record ahead
+                    self._strict.reset()
                 self._forget_versions(str(exc))  # the data changed between the lookup and the routing:
                 values, reasons, sent = self._score_rows(ids, raw, None, looked_up)  # look up again, once
         except (TransportUnavailable, TimeoutError) as exc:
