@@ -1,0 +1,200 @@
+"""N-TEE scored online in one sealed exchange between the parties' enclaves, attacked as each
+host would: the passive host charges, in the row ledger batch prediction charges, the rows the
+active party names in the clear, at what a score can tell (at most 64 bits an output, at most
+one bit per record of the party on the row's path); an active host that names other rows than
+it seals, or none, is refused by the passive enclave; a strict passive host that hands its
+enclave handles of its own choosing learns nothing from them (real passive party processes)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from teeboost.budget import RowLedger
+from teeboost.core.vector_routing import RecordArrays
+from teeboost.deploy.config import load_config
+from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
+from teeboost.model_files import load_passive
+from teeboost.serving import strict_online
+from teeboost.serving.federated import FederatedScorer
+
+from ..helpers import stop_passive_parties
+from .test_online_federated import _scorer_rows
+
+DEPTH = 3
+
+
+def _train(configs, protocol):
+    done = subprocess.run([sys.executable, "-m", "teeboost.cli", "party", "--config", str(configs["active"]),
+                           "--protocol", protocol, "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("sealed-ntee")
+    configs = write_federation(tmp_path, n_passive=1, training={"n_trees": 5, "max_depth": DEPTH}, rows=3000)
+    passive = configs["passive-1"]
+    passive.write_text(re.sub(r"max_bits_per_row_per_day = \d+", "max_bits_per_row_per_day = 100000",
+                              passive.read_text()))
+    process, address = start_passive(passive, tmp_path / "passive-1.address", tmp_path / "passive-1.log")
+    federation_processes(tmp_path).append(process)
+    set_peer_addresses(configs["active"], {1: ("passive-1", address)})
+    _train(configs, "ntee")
+    yield tmp_path, configs
+    stop_passive_parties(configs["active"], [p for p in federation_processes(tmp_path) if p.poll() is None])
+
+
+_PROCESSES: dict = {}
+
+
+def federation_processes(tmp_path) -> list:
+    """The passive processes a module's federation started (restarts included)."""
+    return _PROCESSES.setdefault(str(tmp_path), [])
+
+
+def _spent(tmp_path) -> int:
+    ledger = RowLedger(tmp_path / "audit-passive-1.budget.sqlite", "passive-1")
+    try:
+        return ledger.day()["total_bits"]
+    finally:
+        ledger.close()
+
+
+def test_the_passive_host_charges_what_a_score_can_tell_in_the_ledger_batch_prediction_charges(federation):
+    tmp_path, configs = federation
+    config = load_config(configs["active"])
+    ids, features = _scorer_rows(tmp_path, config, 10, skip=2400)
+    model = load_passive(tmp_path / "model-passive-1" / "passive-1.json")
+    trees = RecordArrays.from_owner(model.owner).trees  # the tree of each of the passive party's records
+    per_score = min(64, int(np.minimum(np.bincount(trees), DEPTH).sum()))  # one output (binary)
+    assert 0 < per_score < 64  # 5 trees of depth 3: the path bound is the smaller
+    scorer = FederatedScorer(config, "credit")
+    try:
+        before = _spent(tmp_path)
+        scored = scorer.score(ids, features)
+        held = sum(r is None for r in scored.reasons)
+        assert held >= 5 and _spent(tmp_path) - before == held * per_score
+        assert scorer.counts["rows"] == held and scorer._strict.sessions == 1  # one sealed session
+    finally:
+        scorer.close()
+
+
+class _Telling:
+    """An active host that names other rows in the clear than it seals (``shift``), or tells
+    its enclave the passive host is told nothing (``clear``)."""
+
+    def __init__(self, monkeypatch, *, shift=0, clear=True):
+        sealed = strict_online.OnlineSealed
+        model = strict_online.om.StrictOnlineModel
+
+        def told(run_id, digest, version, record, outputs=0, handles=np.zeros(0, np.int64)):
+            if handles.size:
+                handles = (handles + shift) % 1000
+            return sealed(run_id, digest, version, record, outputs, handles)
+
+        def loaded(*args):
+            return model(*args[:-1], clear) if len(args) == 7 else model(*args)
+
+        monkeypatch.setattr(strict_online, "OnlineSealed", told)
+        monkeypatch.setattr(strict_online.om, "StrictOnlineModel", loaded)
+
+
+@pytest.mark.parametrize("lie", ["other rows", "no rows told"])
+def test_an_active_host_that_tells_other_rows_than_it_seals_is_refused(federation, monkeypatch, lie):
+    tmp_path, configs = federation
+    config = load_config(configs["active"])
+    ids, features = _scorer_rows(tmp_path, config, 5, skip=2450)
+    _Telling(monkeypatch, shift=7) if lie == "other rows" else _Telling(monkeypatch, clear=False)
+    scorer = FederatedScorer(config, "credit")
+    try:
+        scored = scorer.score(ids, features)
+    finally:
+        scorer.close()
+    said = "not the ones the active enclave asks about" if lie == "other rows" else "did not tell them"
+    assert all(r is not None for r in scored.reasons) and np.isnan(scored.values).all()
+    assert any(said in r for r in scored.reasons), scored.reasons
+
+
+GUESS_PATCH = '''
+import json, sys
+from teeboost.deploy import online_strict
+
+GUESS = int(sys.argv.pop(1))
+
+
+class _Json:
+    loads = staticmethod(json.loads)
+
+    @staticmethod
+    def dumps(value, *args, **kwargs):
+        if isinstance(value, dict) and "now" in value:  # what the host tells its enclave per request
+            value = {**value, "handles": [GUESS], "outputs": 1}
+        return json.dumps(value, *args, **kwargs)
+
+
+online_strict.json = _Json
+from teeboost.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def _restart(tmp_path, configs, *command):
+    for process in federation_processes(tmp_path):
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=30)
+    n = len(federation_processes(tmp_path))
+    ready = tmp_path / f"passive-1.{n}.address"
+    log = tmp_path / f"passive-1.{n}.log"
+    if command:
+        process = subprocess.Popen([sys.executable, *command, "party", "--config", str(configs["passive-1"]),
+                                    "--ready-file", str(ready)], stdout=log.open("w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        address = ready.read_text().strip()
+    else:
+        process, address = start_passive(configs["passive-1"], ready, log)
+    federation_processes(tmp_path).append(process)
+    set_peer_addresses(configs["active"], {1: ("passive-1", address)})
+
+
+def test_a_strict_passive_host_learns_nothing_from_handles_it_hands_its_enclave(federation):
+    """Strict: the passive host adds a guessed handle to what it tells its enclave with every
+    request. A refusal that depended on the guess would tell it whether it guessed the scored
+    customer; the enclave never looks at it: the same scores, right guess or wrong."""
+    tmp_path, configs = federation
+    _train(configs, "strict")
+    config = load_config(configs["active"])
+    ids, features = _scorer_rows(tmp_path, config, 1, skip=2480)
+    scorer = FederatedScorer(config, "credit")
+    try:
+        honest = scorer.score(ids, features)
+        handle = int(scorer.caches[1].handles(scorer._lookup_sessions.short(), ids)[1][0])
+    finally:
+        scorer.close()
+    assert honest.reasons == [None]
+    patch = tmp_path / "guess_patch.py"
+    patch.write_text(GUESS_PATCH)
+    answers = []
+    try:
+        for guess in (handle, handle + 1):
+            _restart(tmp_path, configs, str(patch), str(guess))
+            scorer = FederatedScorer(load_config(configs["active"]), "credit")
+            try:
+                answers.append(scorer.score(ids, features))
+            finally:
+                scorer.close()
+    finally:
+        _restart(tmp_path, configs)
+        _train(configs, "ntee")
+    for answer in answers:
+        assert answer.reasons == [None]
+        np.testing.assert_array_equal(answer.values, honest.values)
