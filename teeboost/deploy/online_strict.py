@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.vector_routing import RecordArrays
 from ..errors import ProtocolError
 from ..model_files import PassiveModel, load_passive, passive_file
 from ..policy import PolicyRefused
@@ -124,7 +123,7 @@ class StrictOnlinePassive:
             records = {0: msg.record}
             host_charged = session.model.protocol != "strict"
             if host_charged:  # N-TEE: this host sees the rows, as its routing did, and charges them itself
-                told.update(self._charge_in_the_clear(session.model, snap, msg, used_rows))
+                told.update(self._told_in_the_clear(snap, msg))
             elif ledger is not None:
                 version = ledger.version()
                 told["batch_version"] = version
@@ -141,7 +140,8 @@ class StrictOnlinePassive:
                 session.seen = max([session.seen, *(v for v, _ in self._recent)])
             if summary["refused"]:
                 raise PolicyRefused(self.config.name, summary["refused"], summary["detail"])
-            if host_charged:
+            if host_charged:  # charged now that its enclave took the request, before its answer leaves
+                self._charge_in_the_clear(snap, msg, used_rows)
                 self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="ntee",
                                          rows=int(summary["rows"]))
                 return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
@@ -156,28 +156,32 @@ class StrictOnlinePassive:
                                      rows=int(summary["rows"]))
         return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
 
-    def _charge_in_the_clear(self, model: PassiveModel, snap, msg: OnlineSealed, used_rows: int) -> dict:
-        """N-TEE: the rows the active party names in the clear (its enclave checks they are the
-        sealed ones), charged to ``max_prediction_rows_per_day`` and to the row ledger batch
-        prediction charges (one budget per row, whichever way it is scored), each what its score
-        can tell the active host: at most ``outputs x 64`` bits (the scores, unquantized so that
-        they are batch prediction's), and at most one bit per record of this party on the row's
-        path in each tree (the score is a function of those answers), whichever is less."""
+    def _told_in_the_clear(self, snap, msg: OnlineSealed) -> dict:
+        """N-TEE: what the active party names in the clear, for this host's enclave to check
+        against what the active enclave sealed: the rows, the model's outputs, and the most of
+        this party's nodes on a row's paths (computed by the active enclave from the trees it
+        scores with)."""
         handles = np.asarray(msg.handles, dtype=np.int64)
         k = int(handles.size)
         if not 1 <= k <= 4096 or handles.min() < 0 or handles.max() >= snap.ids.n or np.unique(handles).size != k:
             raise ProtocolError(f"an online request names 1 to 4096 distinct rows of the {snap.ids.n} in the id set")
-        if not 1 <= msg.outputs <= 1024:
-            raise ProtocolError("an N-TEE online request names the model's outputs (1 to 1024)")
-        self.online._check_budget("max_prediction_rows_per_day", used_rows, k)
+        if not 1 <= msg.outputs <= 1024 or msg.path_bits < 0:
+            raise ProtocolError("an N-TEE online request names the model's outputs (1 to 1024) and its path bound")
+        return {"handles": [int(h) for h in handles], "outputs": int(msg.outputs), "path_bits": int(msg.path_bits)}
+
+    def _charge_in_the_clear(self, snap, msg: OnlineSealed, used_rows: int) -> None:
+        """N-TEE: the rows charged to ``max_prediction_rows_per_day`` and to the row ledger batch
+        prediction charges (one budget per row, whichever way it is scored), each what its score
+        can tell the active host: at most 64 bits an output (scores unquantized, as batch
+        prediction's), and at most one bit per node of this party on the row's path in each tree
+        (the scores are a function of those answers), whichever is less."""
+        handles = np.asarray(msg.handles, dtype=np.int64)
+        self.online._check_budget("max_prediction_rows_per_day", used_rows, int(handles.size))
         if self.service.ledger is not None:
-            trees = RecordArrays.from_owner(model.owner).trees
-            depth = model.max_depth or self.service.policy.max_depth or 64
-            path_bits = int(np.minimum(np.bincount(trees) if trees.size else np.zeros(0, np.int64), depth).sum())
-            bits = min(int(msg.outputs) * FULL_PRECISION_BITS, path_bits)
-            self.service.ledger.charge(snap.row_keys(self.service.ledger, handles), np.full(k, bits),
-                                       self.service.policy.max_bits_per_row_per_day, f"scoring {k} row(s) online")
-        return {"handles": [int(h) for h in handles], "outputs": int(msg.outputs)}
+            bits = min(int(msg.outputs) * FULL_PRECISION_BITS, int(msg.path_bits))
+            self.service.ledger.charge(snap.row_keys(self.service.ledger, handles), np.full(handles.size, bits),
+                                       self.service.policy.max_bits_per_row_per_day,
+                                       f"scoring {handles.size} row(s) online")
 
     def _forget_seen(self) -> None:
         """Records every session has applied are not needed in memory any more (the log on

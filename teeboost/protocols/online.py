@@ -90,12 +90,14 @@ class OnlineRoute:
 class OnlineSealed:
     """Strict and N-TEE: one record between the active enclave and this party's online enclave
     (the session's ``run_id`` names which), holding handles one way and record bits the other.
-    N-TEE: the rows' ``handles`` and the model's ``outputs`` also in the clear, for the passive
-    host to charge (its enclave refuses the record if they are not the sealed ones)."""
+    N-TEE: the rows' ``handles``, the model's ``outputs`` and ``path_bits`` also in the clear,
+    for the passive host to charge (its enclave refuses the record if they are not the sealed
+    ones, which the active enclave computed)."""
 
     run_id: str
     model_digest: str
     version: str
     record: bytes
     outputs: int = 0
+    path_bits: int = 0  # N-TEE: the most of the party's nodes on a row's paths, over the trees
     handles: np.ndarray = array_field("int64", 1, optional=True)

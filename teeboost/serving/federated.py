@@ -60,7 +60,7 @@ class FederatedScorer:
         self.enclaves = "simulated" if self.protocol in ("ntee", "onetee", "strict") else None
         self.caches = {p.index: BlindedIdCache(p.index, p.name) for p in config.peers}
         self._names = {p.index: p.name for p in config.peers}
-        self._trees = EnsembleArrays(self.model.ensemble)
+        self.trees = EnsembleArrays(self.model.ensemble)
         self._width = self.model.ensemble.n_outputs if self.objective == "multiclass" else 1
         self._own = RecordArrays.from_owner(self.model.owner)
         # each stage's own transport sessions: the lookup's, and the scoring's
@@ -261,7 +261,7 @@ class FederatedScorer:
             chosen = rows[group]
             part = {p: h[chosen] for p, h in handles.items()}
             margin = (self._strict.margin(channel, raw[chosen], part, versions) if self._strict is not None
-                      else self._trees.margin(chosen.size, self._asker(channel, raw[chosen], part, versions)))
+                      else self.trees.margin(chosen.size, self._asker(channel, raw[chosen], part, versions)))
             values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, self._width)
         sent = channel.traffic.to_dict()["bytes_total"] - before + looked_up
         self.counts["batches"] += 1

@@ -42,6 +42,7 @@ class StrictOnlineActive:
         self._loaded: dict[int, str] = {}  # the id set version each passive enclave holds the table of
         self._lock = threading.Lock()
         self.sessions = 0  # attested so far (metrics)
+        self._bounds: dict[int, int] = {}  # N-TEE: each passive party's path bound
 
     def _session(self, versions: dict[int, str]):
         """The session's enclave, attested (and every passive enclave given its table) over
@@ -82,11 +83,13 @@ class StrictOnlineActive:
             parties = sorted(handles)
             requests = unpack_records(enclave.ecall("online_begin", serde.encode(om.StrictOnlineBatch(
                 np.ascontiguousarray(raw, dtype=np.float64), np.array(parties, dtype=np.int64),
-                np.stack([handles[p] for p in parties]).astype(np.int64)))))
+                np.stack([handles[p] for p in parties]).astype(np.int64),
+                np.array([self.scorer.caches[p].n_ids for p in parties], dtype=np.int64)))))
             digest = self.scorer.digest
             clear = self.scorer.protocol == "ntee"  # the passive host charges the rows it is told
             outputs = self.scorer.model.ensemble.n_outputs if clear else 0
             replies = channel.request_all({p: OnlineSealed(self._run_id, digest, versions[p], r, outputs,
+                                                           self._path_bits(p) if clear else 0,
                                                            handles[p] if clear else np.zeros(0, np.int64))
                                            for p, r in requests.items()})
             answers = {}
@@ -96,6 +99,12 @@ class StrictOnlineActive:
                 answers[party] = reply.record
             return sm.expect(enclave.ecall("online_finish", pack_records(answers)), sm.StrictPredictions,
                              "the enclave").margin
+
+    def _path_bits(self, party: int) -> int:
+        """What the active enclave computes and seals for ``party`` (its enclave checks the two agree)."""
+        if party not in self._bounds:
+            self._bounds[party] = self.scorer.trees.path_nodes(party)
+        return self._bounds[party]
 
     def reset(self) -> None:
         with self._lock:

@@ -1,8 +1,9 @@
 """N-TEE scored online in one sealed exchange between the parties' enclaves, attacked as each
 host would: the passive host charges, in the row ledger batch prediction charges, the rows the
 active party names in the clear, at what a score can tell (at most 64 bits an output, at most
-one bit per record of the party on the row's path); an active host that names other rows than
-it seals, or none, is refused by the passive enclave; a strict passive host that hands its
+one bit per node of the party on the row's path in each tree); an active host that names other
+rows than it seals, none, or a smaller path bound than its enclave computed, is refused by the
+passive enclave; a strict passive host that hands its
 enclave handles of its own choosing learns nothing from them (real passive party processes)."""
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ import numpy as np
 import pytest
 
 from teeboost.budget import RowLedger
-from teeboost.core.vector_routing import RecordArrays
 from teeboost.deploy.config import load_config
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
-from teeboost.model_files import load_passive
+from teeboost.model_files import load_active
 from teeboost.serving import strict_online
 from teeboost.serving.federated import FederatedScorer
 
@@ -66,14 +66,21 @@ def _spent(tmp_path) -> int:
         ledger.close()
 
 
+def _most_passive_nodes_on_a_path(ensemble) -> int:
+    """Summed over the trees: the most of party 1's nodes on one root-to-leaf path."""
+    def most(tree, node):
+        if tree.left[node] < 0:
+            return 0
+        return int(tree.party[node] == 1) + max(most(tree, tree.left[node]), most(tree, tree.right[node]))
+    return sum(most(tree, 0) for tree in ensemble.trees)
+
+
 def test_the_passive_host_charges_what_a_score_can_tell_in_the_ledger_batch_prediction_charges(federation):
     tmp_path, configs = federation
     config = load_config(configs["active"])
     ids, features = _scorer_rows(tmp_path, config, 10, skip=2400)
-    model = load_passive(tmp_path / "model-passive-1" / "passive-1.json")
-    trees = RecordArrays.from_owner(model.owner).trees  # the tree of each of the passive party's records
-    per_score = min(64, int(np.minimum(np.bincount(trees), DEPTH).sum()))  # one output (binary)
-    assert 0 < per_score < 64  # 5 trees of depth 3: the path bound is the smaller
+    per_score = min(64, _most_passive_nodes_on_a_path(load_active(config.model_dir / "active.json").ensemble))
+    assert 0 < per_score < 64  # 5 trees of depth 3: the path bound is the smaller (one output)
     scorer = FederatedScorer(config, "credit")
     try:
         before = _spent(tmp_path)
@@ -89,14 +96,16 @@ class _Telling:
     """An active host that names other rows in the clear than it seals (``shift``), or tells
     its enclave the passive host is told nothing (``clear``)."""
 
-    def __init__(self, monkeypatch, *, shift=0, clear=True):
+    def __init__(self, monkeypatch, *, shift=0, clear=True, bound=None):
+        if bound is not None:
+            monkeypatch.setattr(strict_online.StrictOnlineActive, "_path_bits", lambda self, party: bound)
         sealed = strict_online.OnlineSealed
         model = strict_online.om.StrictOnlineModel
 
-        def told(run_id, digest, version, record, outputs=0, handles=np.zeros(0, np.int64)):
+        def told(run_id, digest, version, record, outputs=0, path_bits=0, handles=np.zeros(0, np.int64)):
             if handles.size:
                 handles = (handles + shift) % 1000
-            return sealed(run_id, digest, version, record, outputs, handles)
+            return sealed(run_id, digest, version, record, outputs, path_bits, handles)
 
         def loaded(*args):
             return model(*args[:-1], clear) if len(args) == 7 else model(*args)
@@ -105,18 +114,23 @@ class _Telling:
         monkeypatch.setattr(strict_online.om, "StrictOnlineModel", loaded)
 
 
-@pytest.mark.parametrize("lie", ["other rows", "no rows told"])
+@pytest.mark.parametrize("lie", ["other rows", "no rows told", "a smaller path bound"])
 def test_an_active_host_that_tells_other_rows_than_it_seals_is_refused(federation, monkeypatch, lie):
     tmp_path, configs = federation
     config = load_config(configs["active"])
     ids, features = _scorer_rows(tmp_path, config, 5, skip=2450)
-    _Telling(monkeypatch, shift=7) if lie == "other rows" else _Telling(monkeypatch, clear=False)
+    if lie == "other rows":
+        _Telling(monkeypatch, shift=7)
+    elif lie == "no rows told":
+        _Telling(monkeypatch, clear=False)
+    else:  # the host says its trees are stumps: the bound its enclave computed is not that
+        _Telling(monkeypatch, bound=1)
     scorer = FederatedScorer(config, "credit")
     try:
         scored = scorer.score(ids, features)
     finally:
         scorer.close()
-    said = "not the ones the active enclave asks about" if lie == "other rows" else "did not tell them"
+    said = "did not tell them" if lie == "no rows told" else "not the ones the active enclave asks about"
     assert all(r is not None for r in scored.reasons) and np.isnan(scored.values).all()
     assert any(said in r for r in scored.reasons), scored.reasons
 
@@ -139,6 +153,36 @@ class _Json:
 
 
 online_strict.json = _Json
+from teeboost.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+TRUNCATE_PATCH = '''
+import sys
+from teeboost.deploy import online_strict
+
+KEEP = int(sys.argv.pop(1))
+honest = online_strict.om.StrictOnlineTable
+
+
+class _Messages:
+    """The enclave messages, with the table handed to the enclave cut to its first KEEP rows."""
+
+    def __getattr__(self, name):
+        return getattr(real, name)
+
+    @staticmethod
+    def StrictOnlineTable(*fields):
+        fields = list(fields)
+        fields[7] = fields[7][:KEEP]  # the rows' values
+        if fields[8].shape[0]:
+            fields[8] = fields[8][:KEEP]  # their ledger keys
+        return honest(*fields)
+
+
+real = online_strict.om
+online_strict.om = _Messages()
 from teeboost.cli import main
 sys.exit(main(sys.argv[1:]))
 '''
@@ -169,7 +213,8 @@ def _restart(tmp_path, configs, *command):
 def test_a_strict_passive_host_learns_nothing_from_handles_it_hands_its_enclave(federation):
     """Strict: the passive host adds a guessed handle to what it tells its enclave with every
     request. A refusal that depended on the guess would tell it whether it guessed the scored
-    customer; the enclave never looks at it: the same scores, right guess or wrong."""
+    customer; the enclave never looks at it: the same scores, right guess or wrong. Nor does a
+    table cut short just before or just after the scored row tell it anything."""
     tmp_path, configs = federation
     _train(configs, "strict")
     config = load_config(configs["active"])
@@ -181,20 +226,47 @@ def test_a_strict_passive_host_learns_nothing_from_handles_it_hands_its_enclave(
     finally:
         scorer.close()
     assert honest.reasons == [None]
-    patch = tmp_path / "guess_patch.py"
-    patch.write_text(GUESS_PATCH)
-    answers = []
+    guess_patch, truncate_patch = tmp_path / "guess_patch.py", tmp_path / "truncate_patch.py"
+    guess_patch.write_text(GUESS_PATCH)
+    truncate_patch.write_text(TRUNCATE_PATCH)
+    answers, cut = [], []
     try:
-        for guess in (handle, handle + 1):
-            _restart(tmp_path, configs, str(patch), str(guess))
-            scorer = FederatedScorer(load_config(configs["active"]), "credit")
-            try:
-                answers.append(scorer.score(ids, features))
-            finally:
-                scorer.close()
+        for patch, out in ((guess_patch, answers), (truncate_patch, cut)):
+            for guess in (handle, handle + 1):  # the table cut just before the row, or just after
+                _restart(tmp_path, configs, str(patch), str(guess))
+                scorer = FederatedScorer(load_config(configs["active"]), "credit")
+                try:
+                    out.append(scorer.score(ids, features))
+                finally:
+                    scorer.close()
     finally:
         _restart(tmp_path, configs)
         _train(configs, "ntee")
     for answer in answers:
         assert answer.reasons == [None]
         np.testing.assert_array_equal(answer.values, honest.values)
+    # a table cut short is refused whether or not it still holds the scored row (the refusal
+    # used to come from the handle past its end: red team)
+    assert cut[0].reasons == cut[1].reasons and "not the id set" in cut[0].reasons[0]
+
+
+def test_a_model_in_which_the_passive_party_won_no_split_is_scored(tmp_path):
+    """One stump on an active column: the passive enclave names no record (red team: refused)."""
+    configs = write_federation(tmp_path, n_passive=1, training={"n_trees": 1, "max_depth": 1}, rows=3000)
+    process, address = start_passive(configs["passive-1"], tmp_path / "p.address", tmp_path / "p.log")
+    try:
+        set_peer_addresses(configs["active"], {1: ("passive-1", address)})
+        _train(configs, "ntee")
+        config = load_config(configs["active"])
+        assert not any(p == 1 for tree in load_active(config.model_dir / "active.json").ensemble.trees
+                       for p in tree.party)
+        ids, features = _scorer_rows(tmp_path, config, 5, skip=2400)
+        scorer = FederatedScorer(config, "credit")
+        try:
+            scored = scorer.score(ids, features)
+        finally:
+            scorer.close()
+        assert sum(r is None for r in scored.reasons) >= 3 and np.isfinite(scored.values[[
+            i for i, r in enumerate(scored.reasons) if r is None]]).all()
+    finally:
+        stop_passive_parties(configs["active"], [process])

@@ -78,10 +78,15 @@ def ecall_online_begin(rt, payload):
     if sorted(int(p) for p in msg.parties) != current.peers:
         raise ProtocolError("an online batch names a handle for every passive party")
     tags = _tags(state["tag_key"], msg.raw)
+    counts = msg.id_counts if msg.id_counts.size == msg.parties.size else np.full(msg.parties.size, -1)
     out = {}
-    for party, handles in zip(msg.parties, msg.handles):
+    for party, handles, n_ids in zip(msg.parties, msg.handles, counts):
+        bound = state.setdefault("path_bits", {}).get(int(party))
+        if bound is None:  # computed here, from the trees this enclave scores with, not told by its host
+            bound = state["path_bits"][int(party)] = state["trees"].path_nodes(int(party))
         frame = serde.encode(om.StrictOnlineRequest(n, state["digest"], state["ensemble"].n_outputs, tags,
-                                                    np.ascontiguousarray(handles, dtype=np.int64), state["clear"]))
+                                                    np.ascontiguousarray(handles, dtype=np.int64), state["clear"],
+                                                    int(bound), int(n_ids)))
         out[int(party)] = current.channel(int(party)).seal(frame)
     state["pending"] = np.ascontiguousarray(msg.raw, dtype=np.float64)
     return pack_records(out)
@@ -106,7 +111,8 @@ def ecall_online_finish(rt, payload):
         if answer.output_bits:
             precision.append(answer.output_bits)
         known = state["ids"].get(party)
-        if answer.ids.size:  # the session's first answer names its records; later ones keep the order
+        if answer.ids.size or known is None:  # the first answer names its records (maybe none); later
+            # ones keep that order
             if known is not None:
                 raise ProtocolError(f"party {party} named its records twice in one session")
             known = state["ids"][party] = _Named(answer.ids)
@@ -233,6 +239,10 @@ def ecall_online_records(rt, payload):
                             "released for")
     if not 1 <= n <= MAX_ROWS or request.handles.shape != (n,) or request.tags.shape != (n, sm.TAG_BYTES):
         raise ProtocolError(f"an online request scores 1 to {MAX_ROWS} rows, with one handle and tag each")
+    if request.n_ids >= 0 and request.n_ids != state["codes"].n_rows:
+        # before any handle is looked at: a table cut short by the host would otherwise refuse
+        # exactly the handles past its end, and tell the host where the scored row is (red team)
+        raise ProtocolError("refused: this party's table is not the id set the active party looked its rows up in")
     if np.any(request.handles < 0) or np.any(request.handles >= state["codes"].n_rows):
         raise ProtocolError("an online request names a row outside this party's id set")
     if state["host_charged"] != bool(request.clear):
@@ -243,7 +253,8 @@ def ecall_online_records(rt, payload):
                             "not tell them" if state["host_charged"] else
                             "refused: this party's table was not loaded for rows told in the clear")
     if request.clear and ([int(h) for h in request.handles] != told.get("handles")
-                          or int(request.outputs) != told.get("outputs")):
+                          or int(request.outputs) != told.get("outputs")
+                          or int(request.path_bits) != told.get("path_bits")):
         raise ProtocolError("refused: the rows or outputs this party's host charged are not the ones the active "
                             "enclave asks about")
     bits_each = state["output_bits"] or FULL_PRECISION_BITS
@@ -265,7 +276,7 @@ def ecall_online_records(rt, payload):
         refused, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary)
         if refused:
             return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
-    elif state["max_bits_per_row"] and cost > state["max_bits_per_row"]:
+    elif state["max_bits_per_row"] and cost > state["max_bits_per_row"] and not request.clear:  # N-TEE: host's
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})

@@ -37,6 +37,7 @@ class StrictOnlineBatch:
     raw: np.ndarray = array_field("float64", 2)
     parties: np.ndarray = array_field("int64", 1)
     handles: np.ndarray = array_field("int64", 2)
+    id_counts: np.ndarray = array_field("int64", 1, optional=True)  # each party's id set size, as looked up
 
 
 @message
@@ -52,6 +53,8 @@ class StrictOnlineRequest:
     tags: np.ndarray = array_field("uint8", 2)
     handles: np.ndarray = array_field("int64", 1)
     clear: bool = False  # the active party told the passive host these handles (N-TEE)
+    path_bits: int = 0  # the most of this party's nodes on a row's paths, summed over the trees
+    n_ids: int = -1  # the size of the id set the handles were looked up in (-1: not said)
 
 
 @message
