@@ -10,10 +10,11 @@ Alignment is split in two so that no request runs PSI over the passive party's w
 The passive party sees a random group element per id and never which customer it was.
 
 Then the rows are scored by handle: routing questions in the clear (``OnlineRoute``; plain,
-SecureBoost, N-TEE, 1-TEE: the passive host answers about the rows it is asked about, so it
-learns which of its customers were scored, as in batch prediction), or sealed between
-enclaves (``OnlineSealed``; strict: the passive enclave finds the rows by an oblivious scan,
-and its host learns only how many rows were scored). Every message names the data version
+SecureBoost, 1-TEE: the passive host answers about the rows it is asked about, so it learns
+which of its customers were scored, as in batch prediction), or sealed between enclaves
+(``OnlineSealed``; N-TEE: the active party names the rows in the clear for the passive host to
+charge, and the active host learns only the scores; strict: the passive enclave finds the rows
+by an oblivious scan, and its host learns only how many rows were scored). Every message names the data version
 its handles refer to; a passive party whose data changed refuses it (``stale ids``) and the
 active party fetches the new set: a handle is never applied to another version's rows.
 """

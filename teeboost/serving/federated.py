@@ -4,8 +4,8 @@ answering over gRPC with mutual TLS (``teeboost.protocols.online``).
 Concurrent requests are micro-batched in two stages, each its own thread serving one batch at
 a time (``teeboost.serving.stage_worker``): the lookup (one blinded round trip per passive party
 for the batch's ids, on its own transport session), then the scoring (the routing rounds, one
-per tree level, all trees at once, plain, SecureBoost, N-TEE, 1-TEE; or one sealed exchange
-between enclaves, strict). While one batch is scored the next one's ids are looked up. Callers
+per tree level, all trees at once, plain, SecureBoost, 1-TEE; or one sealed exchange between
+enclaves, N-TEE and strict). While one batch is scored the next one's ids are looked up. Callers
 wait on their own event loop or thread, never in one the stages hand off to. A request is
 either scored with the model it names or says why not: a row whose id a passive party does not
 hold is left unscored with that reason; a passive party that does not answer within

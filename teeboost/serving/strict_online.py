@@ -1,7 +1,9 @@
-"""The active host's side of strict online scoring: one attested session of strict enclaves
-kept open across requests (``teeboost.protocols.strict.enclave.online``), over the online
-channel. Only margins come out of its enclave; a session in doubt (a fault, a passive party
-restarted) is dropped and the next batch attests a new one.
+"""The active host's side of online scoring in one sealed exchange between enclaves (strict and
+N-TEE): one attested session of strict enclaves kept open across requests
+(``teeboost.protocols.strict.enclave.online``), over the online channel. Only margins come out
+of its enclave; for N-TEE the rows' handles, the output count and the path bound its enclave
+computes go to the passive host in the clear, for it to charge. A session in doubt (a fault, a
+passive party restarted) is dropped and the next batch attests a new one.
 """
 
 from __future__ import annotations
