@@ -21,14 +21,17 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from starlette.concurrency import run_in_threadpool
 
 from ..errors import ConfigError
 from .rows import encode
 from .scorer import PeerUnavailable, ScoredRows, Scorer
 
-__all__ = ["ON_UNMATCHED", "PeerDown", "RowOutcome", "Outcome", "score_rows", "score_rows_async", "check_fallback", "active_columns"]
+__all__ = ["ON_UNMATCHED", "PeerDown", "RowOutcome", "Outcome", "score_rows", "score_rows_async", "check_fallback",
+           "active_columns"]
 
 ON_UNMATCHED = ("error", "fallback")
+INLINE_ROWS = 64  # requests up to this many rows are checked and coded on the event loop
 
 
 class PeerDown(Exception):
@@ -120,8 +123,6 @@ async def score_rows_async(main: Scorer, fallback: Scorer | None, on_unmatched: 
     """``score_rows`` for a request handler: a scorer with ``score_async`` is awaited on the
     event loop (no worker thread per request); large requests, other scorers and fallback rows
     are scored in a worker thread."""
-    from starlette.concurrency import run_in_threadpool
-
     if not hasattr(main, "score_async") or len(rows) > INLINE_ROWS:
         return await run_in_threadpool(score_rows, main, fallback, on_unmatched, ids, rows)
     scoring = _Scoring(main, fallback, on_unmatched, ids, rows)
@@ -134,9 +135,6 @@ async def score_rows_async(main: Scorer, fallback: Scorer | None, on_unmatched: 
     if scoring.unscored:
         await run_in_threadpool(_fallback_rows, scoring.outcomes, scoring.unscored, ids, rows, fallback)
     return scoring.outcome()
-
-
-INLINE_ROWS = 64  # requests up to this many rows are checked and coded on the event loop
 
 
 class _Scoring:
