@@ -34,6 +34,7 @@ from .id_cache import BlindedIdCache
 from .scorer import PeerUnavailable, ScoredRows
 from .stage_sessions import StageSessions
 from .stage_worker import StageWorker
+from .strict_online import SessionPending, StrictOnlineActive
 
 __all__ = ["FederatedScorer"]
 
@@ -68,8 +69,6 @@ class FederatedScorer:
         self._scoring_sessions = StageSessions(lambda: self.config, timeout=self.timeout, setup_timeout=SETUP_TIMEOUT)
         self._strict = None
         if self.protocol in ("strict", "ntee"):  # one sealed exchange between enclaves per batch
-            from .strict_online import StrictOnlineActive
-
             self._strict = StrictOnlineActive(self)
         self.counts = {"batches": 0, "rows": 0, "unmatched": 0, "unavailable": 0, "id_set_fetches": 0, "bytes": 0}
         self._lookups = StageWorker(self._serve_lookups, name=f"lookup-{name}", max_items=MAX_BATCH_ROWS,
@@ -211,6 +210,9 @@ class FederatedScorer:
                     self._strict.reset()
                 self._forget_versions(str(exc))  # the data changed between the lookup and the routing:
                 values, reasons, sent = self._score_rows(ids, raw, None, looked_up)  # look up again, once
+        except SessionPending as exc:  # its transport sessions are fine: kept for the attestation under way
+            self.counts["unavailable"] += 1
+            return [exc] * len(batch)
         except (TransportUnavailable, TimeoutError) as exc:
             return [self._unavailable(exc)] * len(batch)
         except ProtocolError as exc:

@@ -269,3 +269,70 @@ def test_a_model_in_which_the_passive_party_won_no_split_is_scored(tmp_path):
             i for i, r in enumerate(scored.reasons) if r is None]]).all()
     finally:
         stop_passive_parties(configs["active"], [process])
+
+
+SLOW_ATTESTATION_PATCH = '''
+import sys, time
+from teeboost.deploy import online_strict
+from teeboost.protocols.ntee.hosts import EnclaveHello
+
+SECONDS = float(sys.argv.pop(1))
+honest = online_strict.StrictOnlinePassive.handle
+
+
+def slow(self, msg):
+    """A passive party whose enclave takes SECONDS to answer an attestation (a loaded machine)."""
+    if isinstance(msg, EnclaveHello):
+        time.sleep(SECONDS)
+    return honest(self, msg)
+
+
+online_strict.StrictOnlinePassive.handle = slow
+from teeboost.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_a_session_attested_again_after_a_restart_never_holds_a_request_past_the_timeout(federation):
+    """The passive party restarts and its enclave then takes 3 s to attest, against a 1 s
+    request timeout. The first session is waited for (as a connection is); after the restart
+    the new one is attested in the background: every request meanwhile fails fast, naming the
+    party (the service falls back), and is never held for the attestation; once attested,
+    requests are scored with the same answers, in one new session (not one per request)."""
+    import dataclasses
+
+    from teeboost.serving.scorer import PeerUnavailable
+
+    tmp_path, configs = federation
+    patch = tmp_path / "slow_attestation_patch.py"
+    patch.write_text(SLOW_ATTESTATION_PATCH)
+    _restart(tmp_path, configs, str(patch), "3.0")
+    config = load_config(configs["active"])
+    config.serving = dataclasses.replace(config.serving, timeout=1.0)
+    ids, features = _scorer_rows(tmp_path, config, 5, skip=2300)
+    scorer = FederatedScorer(config, "credit")
+    try:
+        first = scorer.score(ids, features)  # the first session: waited for
+        assert sum(r is None for r in first.reasons) >= 3 and scorer._strict.sessions == 1
+        _restart(tmp_path, configs, str(patch), "3.0")
+        # at a new port here: the scorer's sessions read its config when they reconnect
+        scorer.config = dataclasses.replace(load_config(configs["active"]), serving=config.serving)
+        failed, began = [], time.monotonic()
+        while time.monotonic() - began < 30:
+            asked = time.monotonic()
+            try:
+                again = scorer.score(ids, features)
+                break
+            except PeerUnavailable as exc:
+                failed.append((time.monotonic() - asked, str(exc)))
+                time.sleep(0.2)
+        else:
+            raise AssertionError(f"not scored again within 30 s: {failed}")
+        assert any("being attested" in reason for _, reason in failed), failed
+        assert all(took <= 1.0 + 0.5 and "passive-1" in reason for took, reason in failed), failed
+        assert again.reasons == first.reasons
+        np.testing.assert_array_equal(again.values, first.values)
+        assert scorer._strict.sessions == 2
+    finally:
+        scorer.close()
+        _restart(tmp_path, configs)
