@@ -120,6 +120,22 @@ class EnsembleArrays:
                     raise ProtocolError(f"party {int(party)} answered {answers.size} of {at.size} routing questions")
                 node[trees, rows] = np.where(answers, self.left[at], self.right[at])
 
+    def path_nodes(self, party: int) -> int:
+        """The most of ``party``'s nodes on one root-to-leaf path, summed over the trees: an upper
+        bound on how many of its answers one row's scores depend on."""
+        total = 0
+        for root in self.roots:
+            most, stack = 0, [(int(root), 0)]
+            while stack:
+                node, count = stack.pop()
+                if self.left[node] < 0:
+                    most = max(most, count)
+                    continue
+                count += int(self.party[node] == party)
+                stack += [(int(self.left[node]), count), (int(self.right[node]), count)]
+            total += most
+        return total
+
     def margin(self, n_rows: int, ask: Callable[[int, np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
         leaves = self.leaves(n_rows, ask)
         sums = np.zeros((n_rows, self.n_outputs), dtype=np.float64)

@@ -30,6 +30,7 @@ from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello
 from teeboost.protocols.online import OnlineSealed
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
+from teeboost.protocols.strict.enclave.ledger import FULL_PRECISION_BITS
 from teeboost.protocols.strict.hosts import StrictPredictPassive
 from teeboost.transport import serde
 from teeboost.transport.grpc_transport import current_online_session
@@ -90,8 +91,8 @@ class StrictOnlinePassive:
         if not msg.run_id.startswith("online.") or len(msg.run_id) > 80:
             raise ProtocolError("an online enclave session's run id starts with 'online.'")
         model = load_passive(self.config.model_dir / passive_file(self.config.index))
-        if model.protocol != "strict" or not model.model_digest:
-            raise ProtocolError(f"party {self.config.name!r}'s saved model was not trained in strict mode")
+        if not model.model_digest:
+            raise ProtocolError(f"party {self.config.name!r}'s saved model names no published model")
         side = StrictPredictPassive(model.owner, model.model_digest, self.service.env(), model.index,
                                     sealed=model.sealed_records)
         side.bind_policy(self.config.name, self.service.policy, model.max_depth)
@@ -120,7 +121,10 @@ class StrictOnlinePassive:
             used_rows = self.online._usage("max_prediction_rows_per_day")
             told: dict = {"now": time.time()}
             records = {0: msg.record}
-            if ledger is not None:
+            host_charged = session.model.protocol != "strict"
+            if host_charged:  # N-TEE: this host sees the rows, as its routing did, and charges them itself
+                told.update(self._told_in_the_clear(snap, msg))
+            elif ledger is not None:
                 version = ledger.version()
                 told["batch_version"] = version
                 if version != session.batch_version:  # batch sessions spent since: the enclave reads their ledger
@@ -131,11 +135,16 @@ class StrictOnlinePassive:
             records[1] = json.dumps(told).encode()
             parts = unpack_records(session.side.enclave.ecall("online_records", pack_records(records)))
             summary = json.loads(parts[2])
-            if ledger is not None:
+            if ledger is not None and not host_charged:
                 session.batch_version = told["batch_version"]
                 session.seen = max([session.seen, *(v for v, _ in self._recent)])
             if summary["refused"]:
                 raise PolicyRefused(self.config.name, summary["refused"], summary["detail"])
+            if host_charged:  # charged now that its enclave took the request, before its answer leaves
+                self._charge_in_the_clear(snap, msg, used_rows)
+                self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="ntee",
+                                         rows=int(summary["rows"]))
+                return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
             if parts[1]:  # kept even if refused below: the enclave's ledger already counts it
                 ledger.append_online(parts[1], int(summary["version"]))
                 self._recent.append((int(summary["version"]), parts[1]))
@@ -146,6 +155,33 @@ class StrictOnlinePassive:
             self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="strict",
                                      rows=int(summary["rows"]))
         return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
+
+    def _told_in_the_clear(self, snap, msg: OnlineSealed) -> dict:
+        """N-TEE: what the active party names in the clear, for this host's enclave to check
+        against what the active enclave sealed: the rows, the model's outputs, and the most of
+        this party's nodes on a row's paths (computed by the active enclave from the trees it
+        scores with)."""
+        handles = np.asarray(msg.handles, dtype=np.int64)
+        k = int(handles.size)
+        if not 1 <= k <= 4096 or handles.min() < 0 or handles.max() >= snap.ids.n or np.unique(handles).size != k:
+            raise ProtocolError(f"an online request names 1 to 4096 distinct rows of the {snap.ids.n} in the id set")
+        if not 1 <= msg.outputs <= 1024 or msg.path_bits < 0:
+            raise ProtocolError("an N-TEE online request names the model's outputs (1 to 1024) and its path bound")
+        return {"handles": [int(h) for h in handles], "outputs": int(msg.outputs), "path_bits": int(msg.path_bits)}
+
+    def _charge_in_the_clear(self, snap, msg: OnlineSealed, used_rows: int) -> None:
+        """N-TEE: the rows charged to ``max_prediction_rows_per_day`` and to the row ledger batch
+        prediction charges (one budget per row, whichever way it is scored), each what its score
+        can tell the active host: at most 64 bits an output (scores unquantized, as batch
+        prediction's), and at most one bit per node of this party on the row's path in each tree
+        (the scores are a function of those answers), whichever is less."""
+        handles = np.asarray(msg.handles, dtype=np.int64)
+        self.online._check_budget("max_prediction_rows_per_day", used_rows, int(handles.size))
+        if self.service.ledger is not None:
+            bits = min(int(msg.outputs) * FULL_PRECISION_BITS, int(msg.path_bits))
+            self.service.ledger.charge(snap.row_keys(self.service.ledger, handles), np.full(handles.size, bits),
+                                       self.service.policy.max_bits_per_row_per_day,
+                                       f"scoring {handles.size} row(s) online")
 
     def _forget_seen(self) -> None:
         """Records every session has applied are not needed in memory any more (the log on
@@ -167,18 +203,19 @@ class StrictOnlinePassive:
         ledger, sealed_ledger = self.service.ledger, self.service.strict_ledger
         keys = np.zeros((0, 16), np.uint8)
         log, log_version = b"", 0
-        if ledger is not None and sealed_ledger is not None:
+        if ledger is not None and sealed_ledger is not None and model.protocol == "strict":  # else the host charges
             if self._keys is None or self._keys[0] != snap.ids.version:
                 self._keys = (snap.ids.version, ledger.row_keys(ordered.ids))
             keys = self._keys[1]
             log, log_version = sealed_ledger.load_online()
         arrays = sm.record_arrays(model.owner if not model.sealed_records else type(model.owner)())
         policy = self.service.policy
+        output_bits = (policy.output_bits or 0) if model.protocol == "strict" else 0  # N-TEE: batch's scores
         table = om.StrictOnlineTable(bytes.fromhex(model.model_digest), np.frombuffer(model.sealed_records, np.uint8),
                                      *arrays, np.ascontiguousarray(raw, dtype=np.float64), keys,
-                                     policy.output_bits or 0, policy.max_outputs or 0,
+                                     output_bits, policy.max_outputs or 0,
                                      policy.max_bits_per_row_per_day or 0, time.time(),
-                                     log_version, np.frombuffer(log, np.uint8))
+                                     log_version, np.frombuffer(log, np.uint8), model.protocol != "strict")
         parts = unpack_records(session.side.enclave.ecall("online_table", serde.encode(table)))
         summary = json.loads(parts[1])
         session.batch_version = -1  # a new table: the enclave reads the batch ledger again

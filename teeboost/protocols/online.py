@@ -10,10 +10,11 @@ Alignment is split in two so that no request runs PSI over the passive party's w
 The passive party sees a random group element per id and never which customer it was.
 
 Then the rows are scored by handle: routing questions in the clear (``OnlineRoute``; plain,
-SecureBoost, N-TEE, 1-TEE: the passive host answers about the rows it is asked about, so it
-learns which of its customers were scored, as in batch prediction), or sealed between
-enclaves (``OnlineSealed``; strict: the passive enclave finds the rows by an oblivious scan,
-and its host learns only how many rows were scored). Every message names the data version
+SecureBoost, 1-TEE: the passive host answers about the rows it is asked about, so it learns
+which of its customers were scored, as in batch prediction), or sealed between enclaves
+(``OnlineSealed``; N-TEE: the active party names the rows in the clear for the passive host to
+charge, and the active host learns only the scores; strict: the passive enclave finds the rows
+by an oblivious scan, and its host learns only how many rows were scored). Every message names the data version
 its handles refer to; a passive party whose data changed refuses it (``stale ids``) and the
 active party fetches the new set: a handle is never applied to another version's rows.
 """
@@ -88,10 +89,16 @@ class OnlineRoute:
 @message
 @dataclass(frozen=True)
 class OnlineSealed:
-    """Strict: one record between the active enclave and this party's online enclave (the
-    session's ``run_id`` names which), holding handles one way and record bits the other."""
+    """Strict and N-TEE: one record between the active enclave and this party's online enclave
+    (the session's ``run_id`` names which), holding handles one way and record bits the other.
+    N-TEE: the rows' ``handles``, the model's ``outputs`` and ``path_bits`` also in the clear,
+    for the passive host to charge (its enclave refuses the record if they are not the sealed
+    ones, which the active enclave computed)."""
 
     run_id: str
     model_digest: str
     version: str
     record: bytes
+    outputs: int = 0
+    path_bits: int = 0  # N-TEE: the most of the party's nodes on a row's paths, over the trees
+    handles: np.ndarray = array_field("int64", 1, optional=True)

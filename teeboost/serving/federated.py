@@ -4,8 +4,8 @@ answering over gRPC with mutual TLS (``teeboost.protocols.online``).
 Concurrent requests are micro-batched in two stages, each its own thread serving one batch at
 a time (``teeboost.serving.stage_worker``): the lookup (one blinded round trip per passive party
 for the batch's ids, on its own transport session), then the scoring (the routing rounds, one
-per tree level, all trees at once, plain, SecureBoost, N-TEE, 1-TEE; or one sealed exchange
-between enclaves, strict). While one batch is scored the next one's ids are looked up. Callers
+per tree level, all trees at once, plain, SecureBoost, 1-TEE; or one sealed exchange between
+enclaves, N-TEE and strict). While one batch is scored the next one's ids are looked up. Callers
 wait on their own event loop or thread, never in one the stages hand off to. A request is
 either scored with the model it names or says why not: a row whose id a passive party does not
 hold is left unscored with that reason; a passive party that does not answer within
@@ -34,6 +34,7 @@ from .id_cache import BlindedIdCache
 from .scorer import PeerUnavailable, ScoredRows
 from .stage_sessions import StageSessions
 from .stage_worker import StageWorker
+from .strict_online import SessionPending, StrictOnlineActive
 
 __all__ = ["FederatedScorer"]
 
@@ -60,16 +61,14 @@ class FederatedScorer:
         self.enclaves = "simulated" if self.protocol in ("ntee", "onetee", "strict") else None
         self.caches = {p.index: BlindedIdCache(p.index, p.name) for p in config.peers}
         self._names = {p.index: p.name for p in config.peers}
-        self._trees = EnsembleArrays(self.model.ensemble)
+        self.trees = EnsembleArrays(self.model.ensemble)
         self._width = self.model.ensemble.n_outputs if self.objective == "multiclass" else 1
         self._own = RecordArrays.from_owner(self.model.owner)
         # each stage's own transport sessions: the lookup's, and the scoring's
         self._lookup_sessions = StageSessions(lambda: self.config, timeout=self.timeout, setup_timeout=SETUP_TIMEOUT)
         self._scoring_sessions = StageSessions(lambda: self.config, timeout=self.timeout, setup_timeout=SETUP_TIMEOUT)
         self._strict = None
-        if self.protocol == "strict":
-            from .strict_online import StrictOnlineActive
-
+        if self.protocol in ("strict", "ntee"):  # one sealed exchange between enclaves per batch
             self._strict = StrictOnlineActive(self)
         self.counts = {"batches": 0, "rows": 0, "unmatched": 0, "unavailable": 0, "id_set_fetches": 0, "bytes": 0}
         self._lookups = StageWorker(self._serve_lookups, name=f"lookup-{name}", max_items=MAX_BATCH_ROWS,
@@ -207,8 +206,13 @@ class FederatedScorer:
             except ProtocolError as exc:
                 if STALE_IDS not in str(exc):
                     raise
+                if self._strict is not None:  # its sealed request was never opened: the channel is a record ahead
+                    self._strict.reset()
                 self._forget_versions(str(exc))  # the data changed between the lookup and the routing:
                 values, reasons, sent = self._score_rows(ids, raw, None, looked_up)  # look up again, once
+        except SessionPending as exc:  # its transport sessions are fine: kept for the attestation under way
+            self.counts["unavailable"] += 1
+            return [exc] * len(batch)
         except (TransportUnavailable, TimeoutError) as exc:
             return [self._unavailable(exc)] * len(batch)
         except ProtocolError as exc:
@@ -259,7 +263,7 @@ class FederatedScorer:
             chosen = rows[group]
             part = {p: h[chosen] for p, h in handles.items()}
             margin = (self._strict.margin(channel, raw[chosen], part, versions) if self._strict is not None
-                      else self._trees.margin(chosen.size, self._asker(channel, raw[chosen], part, versions)))
+                      else self.trees.margin(chosen.size, self._asker(channel, raw[chosen], part, versions)))
             values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, self._width)
         sent = channel.traffic.to_dict()["bytes_total"] - before + looked_up
         self.counts["batches"] += 1

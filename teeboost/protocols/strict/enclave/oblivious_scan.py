@@ -206,7 +206,14 @@ class CodeTable:
 
     def rows(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values that route as the raw rows do, (k, KEY_BYTES) ledger keys) of the rows at ``handles``."""
-        found = scan(self.words, handles)
+        return self._unpacked(scan(self.words, handles))
+
+    def rows_known(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``rows`` for handles the host already knows (N-TEE: it charged them): read directly,
+        since the pages touched tell it nothing new."""
+        return self._unpacked(self.words[np.asarray(handles, dtype=np.int64)])
+
+    def _unpacked(self, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         codes = np.ascontiguousarray(found[:, :self.code_words]).view(self.code_type)[:, :self.n_features]
         keys = np.ascontiguousarray(found[:, self.code_words:]).view(np.uint8).reshape(-1, KEY_BYTES)
         return self.decode(codes), keys

@@ -59,7 +59,7 @@ def ecall_online_model(rt, payload):
                           "trees": EnsembleArrays(ensemble),
                           "own_records": RecordArrays(msg.own_ids, msg.own_features, msg.own_thresholds,
                                                       msg.own_missing_left, msg.own_categories),
-                          "tag_key": digest + _own_records_digest(own)}
+                          "tag_key": digest + _own_records_digest(own), "clear": bool(msg.clear)}
     return digest
 
 
@@ -78,10 +78,15 @@ def ecall_online_begin(rt, payload):
     if sorted(int(p) for p in msg.parties) != current.peers:
         raise ProtocolError("an online batch names a handle for every passive party")
     tags = _tags(state["tag_key"], msg.raw)
+    counts = msg.id_counts if msg.id_counts.size == msg.parties.size else np.full(msg.parties.size, -1)
     out = {}
-    for party, handles in zip(msg.parties, msg.handles):
+    for party, handles, n_ids in zip(msg.parties, msg.handles, counts):
+        bound = state.setdefault("path_bits", {}).get(int(party))
+        if bound is None:  # computed here, from the trees this enclave scores with, not told by its host
+            bound = state["path_bits"][int(party)] = state["trees"].path_nodes(int(party))
         frame = serde.encode(om.StrictOnlineRequest(n, state["digest"], state["ensemble"].n_outputs, tags,
-                                                    np.ascontiguousarray(handles, dtype=np.int64)))
+                                                    np.ascontiguousarray(handles, dtype=np.int64), state["clear"],
+                                                    int(bound), int(n_ids)))
         out[int(party)] = current.channel(int(party)).seal(frame)
     state["pending"] = np.ascontiguousarray(msg.raw, dtype=np.float64)
     return pack_records(out)
@@ -106,7 +111,8 @@ def ecall_online_finish(rt, payload):
         if answer.output_bits:
             precision.append(answer.output_bits)
         known = state["ids"].get(party)
-        if answer.ids.size:  # the session's first answer names its records; later ones keep the order
+        if answer.ids.size or known is None:  # the first answer names its records (maybe none); later
+            # ones keep that order
             if known is not None:
                 raise ProtocolError(f"party {party} named its records twice in one session")
             known = state["ids"][party] = _Named(answer.ids)
@@ -200,7 +206,8 @@ def ecall_online_table(rt, payload):
                                   "slots": slots, "ledger": ledger, "version": version + 1, "counted": counted,
                                   "batch": empty_ledger(), "batch_version": -1,
                                   "output_bits": int(msg.output_bits), "max_outputs": int(msg.max_outputs),
-                                  "max_bits_per_row": int(msg.max_bits_per_row)}
+                                  "max_bits_per_row": int(msg.max_bits_per_row),
+                                  "host_charged": bool(msg.host_charged)}
     base = seal_record(rt, current.party, version + 1, True, ledger) if counted else b""
     summary = {"rows": codes.n_rows, "ledger_version": version + 1 if counted else 0}
     return pack_records({0: base, 1: json.dumps(summary).encode()})
@@ -232,8 +239,24 @@ def ecall_online_records(rt, payload):
                             "released for")
     if not 1 <= n <= MAX_ROWS or request.handles.shape != (n,) or request.tags.shape != (n, sm.TAG_BYTES):
         raise ProtocolError(f"an online request scores 1 to {MAX_ROWS} rows, with one handle and tag each")
+    if request.n_ids >= 0 and request.n_ids != state["codes"].n_rows:
+        # before any handle is looked at: a table cut short by the host would otherwise refuse
+        # exactly the handles past its end, and tell the host where the scored row is (red team)
+        raise ProtocolError("refused: this party's table is not the id set the active party looked its rows up in")
     if np.any(request.handles < 0) or np.any(request.handles >= state["codes"].n_rows):
         raise ProtocolError("an online request names a row outside this party's id set")
+    if state["host_charged"] != bool(request.clear):
+        # N-TEE: this host charges the rows the active host tells it, so every request must tell
+        # it; a strict request never does, and this host's handles are then never looked at (a
+        # refusal that depended on them would tell it whether it guessed the scored customer)
+        raise ProtocolError("refused: this party's host charges the rows it is told, and the active party did "
+                            "not tell them" if state["host_charged"] else
+                            "refused: this party's table was not loaded for rows told in the clear")
+    if request.clear and ([int(h) for h in request.handles] != told.get("handles")
+                          or int(request.outputs) != told.get("outputs")
+                          or int(request.path_bits) != told.get("path_bits")):
+        raise ProtocolError("refused: the rows or outputs this party's host charged are not the ones the active "
+                            "enclave asks about")
     bits_each = state["output_bits"] or FULL_PRECISION_BITS
     cost = int(request.outputs) * bits_each
     # what the host sees: the row count (it sees the request's size anyway) and a refusal; what
@@ -244,13 +267,16 @@ def ecall_online_records(rt, payload):
         summary.update(refused="max_outputs", detail=f"the model has {request.outputs} outputs; at most "
                        f"{state['max_outputs']}")
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
-    values, keys = state["codes"].rows(request.handles)  # every row of the table is read
+    if request.clear:  # N-TEE: the host knows these rows (it charged them); no need to hide them from it
+        values, keys = state["codes"].rows_known(request.handles)
+    else:
+        values, keys = state["codes"].rows(request.handles)  # every row of the table is read
     delta = b""
     if state["counted"]:
         refused, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary)
         if refused:
             return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
-    elif state["max_bits_per_row"] and cost > state["max_bits_per_row"]:
+    elif state["max_bits_per_row"] and cost > state["max_bits_per_row"] and not request.clear:  # N-TEE: host's
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})

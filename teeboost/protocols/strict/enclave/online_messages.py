@@ -25,6 +25,7 @@ class StrictOnlineModel:
     own_thresholds: np.ndarray = array_field("float64", 1)
     own_missing_left: np.ndarray = array_field("bool", 1)
     own_categories: np.ndarray = array_field("int64", 1)
+    clear: bool = False  # N-TEE: the passive hosts are told each request's handles (and charge them)
 
 
 @message
@@ -36,6 +37,7 @@ class StrictOnlineBatch:
     raw: np.ndarray = array_field("float64", 2)
     parties: np.ndarray = array_field("int64", 1)
     handles: np.ndarray = array_field("int64", 2)
+    id_counts: np.ndarray = array_field("int64", 1, optional=True)  # each party's id set size, as looked up
 
 
 @message
@@ -50,6 +52,9 @@ class StrictOnlineRequest:
     outputs: int
     tags: np.ndarray = array_field("uint8", 2)
     handles: np.ndarray = array_field("int64", 1)
+    clear: bool = False  # the active party told the passive host these handles (N-TEE)
+    path_bits: int = 0  # the most of this party's nodes on a row's paths, summed over the trees
+    n_ids: int = -1  # the size of the id set the handles were looked up in (-1: not said)
 
 
 @message
@@ -74,6 +79,7 @@ class StrictOnlineTable:
     now: float
     ledger_version: int  # the last version of the online ledger the host recorded
     ledger_log: np.ndarray = array_field("uint8", 1)  # the log's sealed records, each u32 length-prefixed
+    host_charged: bool = False  # N-TEE: the host charges the rows it is told; requests must tell it
 
 
 @message
