@@ -164,7 +164,7 @@ class OnlineService:
         if isinstance(msg, OnlineRoute):
             return self._routes.submit((current_online_session(), msg))
         if isinstance(msg, (OnlineSealed, EnclaveHello, EnclaveFinish)):
-            return self._strict_side().handle(msg)
+            return self.strict_side().handle(msg)
         raise ProtocolError(f"{type(msg).__name__} is not an online scoring request")
 
     def _serve_blinds(self, batch: list[OnlineBlind]) -> list[Any]:
@@ -299,7 +299,7 @@ class OnlineService:
         if getattr(self.service.policy, rule) is not None:
             self.service.policy.check_budget(self.config.name, rule, used, asked)
 
-    def _strict_side(self):
+    def strict_side(self):
         with self._lock:
             if self._strict is None:
                 from .online_strict import StrictOnlinePassive

@@ -25,18 +25,22 @@ import numpy as np
 from ..errors import ProtocolError
 from ..model_files import PassiveModel, load_passive, passive_file
 from ..policy import PolicyRefused
+from .online_passive import online_state_path
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello
 from teeboost.protocols.online import OnlineSealed
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.strict.enclave.ledger import FULL_PRECISION_BITS
-from teeboost.protocols.strict.hosts import StrictPredictPassive
+from teeboost.protocols.env import enclave_code
+from teeboost.protocols.strict.hosts import PROGRAM, StrictPredictPassive
+from teeboost.tee.spare import SpareEnclave
 from teeboost.transport import serde
 from teeboost.transport.grpc_transport import current_online_session
 
 if TYPE_CHECKING:
     from .online_passive import OnlineService
+
 
 __all__ = ["StrictOnlinePassive", "MAX_SESSIONS", "RECENT_RECORDS"]
 
@@ -64,6 +68,22 @@ class StrictOnlinePassive:
         self._lock = threading.Lock()
         self._recent: list[tuple[int, bytes]] = []  # online ledger records since the log last restarted
         self._keys: tuple[str, np.ndarray] | None = None  # (id set version, row keys in handle order)
+        self._spare = SpareEnclave(self._launch, lambda enclave: enclave.ecall("online_warm"),
+                                   name=f"passive-{self.config.index}")
+
+    def _launch(self):
+        env = self.service.env()
+        return env.backend().load(enclave_code(PROGRAM, env.trusted_roots, env.options),
+                                  label=f"passive-{self.config.index}")
+
+    @staticmethod
+    def served_before(config) -> bool:
+        """This party has served online enclave sessions: at start it launches a spare enclave
+        (after a restart, a scoring service's new session then waits for no launch)."""
+        return online_state_path(config, ".online-enclaves").exists()
+
+    def prepare(self) -> None:
+        self._spare.prepare()
 
     def handle(self, msg: Any) -> Any:
         if isinstance(msg, EnclaveHello):
@@ -94,9 +114,11 @@ class StrictOnlinePassive:
         if not model.model_digest:
             raise ProtocolError(f"party {self.config.name!r}'s saved model names no published model")
         side = StrictPredictPassive(model.owner, model.model_digest, self.service.env(), model.index,
-                                    sealed=model.sealed_records)
+                                    sealed=model.sealed_records, enclave=self._spare.take())
+        marker = online_state_path(self.config, ".online-enclaves")
+        if not marker.exists():  # a restart launches a spare at once (``prepare``)
+            marker.touch()
         side.bind_policy(self.config.name, self.service.policy, model.max_depth)
-        side._used = True
         with self._lock:
             old = self._sessions.pop(msg.run_id, None)
             self._sessions[msg.run_id] = _Session(side, model)
@@ -229,6 +251,7 @@ class StrictOnlinePassive:
                                  rows=int(summary["rows"]))
 
     def close(self) -> None:
+        self._spare.close()
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions.clear()

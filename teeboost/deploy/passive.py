@@ -204,10 +204,21 @@ class PassiveService(PredictionSessions):
         return self._answer(msg, self._handle_online)
 
     def _handle_online(self, msg: Any) -> Any:
+        return self.online().handle(msg)
+
+    def online(self) -> OnlineService:
         with self._data_lock:
             if self._online is None:
                 self._online = OnlineService(self)
-        return self._online.handle(msg)
+            return self._online
+
+    def prepare_online(self) -> None:
+        """A party that served online enclave sessions before launches a spare enclave now,
+        off any request (``teeboost.tee.spare``)."""
+        from .online_strict import StrictOnlinePassive
+
+        if StrictOnlinePassive.served_before(self.config):
+            self.online().strict_side().prepare()
 
     def _answer(self, msg: Any, handler) -> Any:
         try:
@@ -486,6 +497,7 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dic
           f"({'INSECURE plaintext' if config.insecure else 'mutual TLS'}; serves {config.active_party!r}; "
           f"protocols {', '.join(config.policy.protocols)}; audit log {config.audit_log})", file=sys.stderr, flush=True)
     _warn_without_tee(config)
+    service.prepare_online()
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(address)

@@ -3,7 +3,8 @@ N-TEE): one attested session of strict enclaves kept open across requests
 (``teeboost.protocols.strict.enclave.online``), over the online channel. Only margins come out
 of its enclave; for N-TEE the rows' handles, the output count and the path bound its enclave
 computes go to the passive host in the clear, for it to charge. A session in doubt (a fault, a
-passive party restarted) is dropped and the next batch attests a new one.
+passive party restarted) is dropped and a new one is attested in the background, its enclave
+launched ahead (``teeboost.tee.spare``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from ..core.split import SplitCriteria
 from ..deploy.config import protocol_env
 from ..deploy.tee_check import check_own_tee
 from ..errors import ProtocolError
+from ..protocols.env import enclave_code
+from ..tee.spare import SpareEnclave
 from .scorer import PeerUnavailable
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.ntee.hosts import attest_enclaves
@@ -55,6 +58,8 @@ class StrictOnlineActive:
         self._bounds: dict[int, int] = {}  # N-TEE: each passive party's path bound
         self._pending: concurrent.futures.Future | None = None  # a session being attested after a fault
         self._pending_until = 0.0  # the last moment a batch waits for it
+        code = enclave_code(PROGRAM, self.env.trusted_roots, self.env.options)
+        self._spare = SpareEnclave(lambda: self.env.backend().load(code, label="active"), name="active")
 
     def _session(self, versions: dict[int, str]):
         """The session's enclave, attested (and every passive enclave given its table) over
@@ -63,9 +68,9 @@ class StrictOnlineActive:
         one after a fault (a passive party restarted) is attested in the background, and
         batches wait for it until one ``[serving] timeout`` after it began, then fail fast
         (``SessionPending``: the service falls back meanwhile; a recovery once held a request
-        3.1 s for it). A passive party whose id set
-        changed since is given its new table over the setup channel first (within a request's
-        timeout, the load of a million rows failed the request and cost the session)."""
+        3.1 s for it). A passive party whose id set changed since is given its new table over
+        the setup channel first (within a request's timeout, the load of a million rows failed
+        the request and cost the session)."""
         if self._enclave is None:
             fresh = self._attested(versions) if self.sessions == 0 else self._recovered(versions)
             self._enclave, self._run_id, self._loaded = fresh
@@ -106,7 +111,8 @@ class StrictOnlineActive:
         params = BoostParams()
         env = dataclasses.replace(self.env, run_id=f"online.{secrets.token_hex(16)}")
         setup = self.scorer.setup_sessions.long()
-        enclave = attest_enclaves(PROGRAM, "strict", setup, SplitCriteria.from_params(params), params.max_bin, env)
+        enclave = attest_enclaves(PROGRAM, "strict", setup, SplitCriteria.from_params(params), params.max_bin, env,
+                                  enclave=self._spare.take())
         try:
             model = self.scorer.model
             # the published trees (gains, sizes and covers zeroed, as strict saves them): what the
@@ -163,6 +169,7 @@ class StrictOnlineActive:
 
     def close(self) -> None:
         self.reset()
+        self._spare.close()
 
 
 def _close_unused(future: concurrent.futures.Future) -> None:

@@ -138,12 +138,14 @@ def _request_when_free(channel, party: int, msg):
         wait = min(2 * wait, 0.25)
 
 
-def attest_enclaves(program: str, protocol: str, channel, criteria, max_bin: int, env: ProtocolEnv):
-    """Start the active party's enclave and attest it with every passive enclave (relayed
-    4-step handshake, each step signed by the party's pinned identity key)."""
+def attest_enclaves(program: str, protocol: str, channel, criteria, max_bin: int, env: ProtocolEnv,
+                    enclave=None):
+    """Start the active party's enclave (or take ``enclave``, launched ahead with this program's
+    code and not yet initialised) and attest it with every passive enclave (relayed 4-step
+    handshake, each step signed by the party's pinned identity key)."""
     identity = env.require_identity(0)
-    code = enclave_code(program, env.trusted_roots, env.options)
-    enclave = env.backend().load(code, label="active")
+    if enclave is None:
+        enclave = env.backend().load(enclave_code(program, env.trusted_roots, env.options), label="active")
     try:
         enclave.ecall("init", init_message(protocol, "active", 0, criteria, max_bin, env, env.run_id))
         keys = env.keys_array()
@@ -232,15 +234,16 @@ class NteePassive:
     program = PROGRAM
     scores = True  # its enclave scores and partitions by the run's criteria
 
-    def __init__(self, columns, params, env: ProtocolEnv, index: int) -> None:
+    def __init__(self, columns, params, env: ProtocolEnv, index: int, *, enclave=None) -> None:
+        """``enclave``: one launched ahead with this program's code, not yet initialised."""
         self.columns = columns
         self.params = params
         self.env = env
         self.index = index
         self.timer: dict[str, float] = {}
         self.identity = env.require_identity(index)
-        self.enclave = env.backend().load(enclave_code(self.program, env.trusted_roots, env.options),
-                                          label=f"passive-{index}")
+        self.enclave = enclave if enclave is not None else env.backend().load(
+            enclave_code(self.program, env.trusted_roots, env.options), label=f"passive-{index}")
         self._tree = -1
         self._run_id: str | None = None
         self._party, self._policy = f"passive-{index}", Policy.unrestricted()

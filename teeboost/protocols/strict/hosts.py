@@ -305,11 +305,11 @@ class StrictPredictPassive(NteePassive):
     program = PROGRAM
 
     def __init__(self, owner: OwnerTable, model_digest: str, env: ProtocolEnv, index: int, *,
-                 sealed: bytes = b"") -> None:
+                 sealed: bytes = b"", enclave=None) -> None:
         """``sealed``: the records as the enclave sealed them at the end of training (its host
         never holds them); ``owner`` holds them instead only once disclosed, or when one
-        operator runs every party in one process."""
-        super().__init__(None, BoostParams(), env, index)  # a session binds default criteria: nothing is scored
+        operator runs every party in one process. ``enclave``: one launched ahead."""
+        super().__init__(None, BoostParams(), env, index, enclave=enclave)  # default criteria: nothing is scored
         self.owner = owner
         self.sealed = sealed
         self.model_digest = bytes.fromhex(model_digest)  # its enclave answers only for this model

@@ -28,7 +28,8 @@ from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave.consent import verify_consent
 from teeboost.protocols.strict.enclave.ledger import charge_session
 from teeboost.protocols.strict.enclave.online import (ecall_online_begin, ecall_online_finish,  # noqa: F401
-                                                      ecall_online_model, ecall_online_records, ecall_online_table)
+                                                      ecall_online_model, ecall_online_records, ecall_online_table,
+                                                      ecall_online_warm)
 from teeboost.protocols.strict.enclave.passive_state import PassiveStrictState
 from teeboost.protocols.strict.enclave.trainer import StrictTrainer
 from teeboost.transport import serde

@@ -1,0 +1,95 @@
+"""One enclave launched ahead of need, for a host that starts enclave sessions while requests
+wait: after a passive party restarted, a scoring service waited about 3 s to score again, of
+which launching the two enclaves (an OS process each on the simulated backend, an enclave
+build on hardware) and compiling the passive one's scan kernels were about 1.8 s.
+
+A spare holds no secret and is bound to nothing until its host initialises it for a session
+(the handshake's ``init`` ecall), exactly as a freshly launched one would be: taking a spare
+changes when an enclave starts, not what it is.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+import threading
+from typing import Callable
+
+from .interface import Enclave
+
+__all__ = ["SpareEnclave"]
+
+
+class SpareEnclave:
+    """``launch()`` starts an enclave, ``warm(enclave)`` readies it (e.g. compiles its kernels);
+    ``take()`` hands out the spare (launched now if none is ready or it failed) and starts the
+    next one in the background."""
+
+    def __init__(self, launch: Callable[[], Enclave], warm: Callable[[Enclave], None] | None = None, *,
+                 name: str = "enclave") -> None:
+        self._launch, self._warm, self._name = launch, warm, name
+        self._lock = threading.Lock()
+        self._next: concurrent.futures.Future | None = None
+        self._closed = False
+
+    def prepare(self) -> None:
+        """Start launching a spare, if none is held or under way."""
+        with self._lock:
+            if self._closed or self._next is not None:
+                return
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            self._next = future
+        threading.Thread(target=self._launch_into, args=(future,), daemon=True,
+                         name=f"teeboost-spare-{self._name}").start()
+
+    def take(self) -> Enclave:
+        with self._lock:
+            future, self._next = self._next, None
+        enclave = None
+        if future is not None:
+            try:
+                enclave = future.result()
+            except Exception as exc:  # noqa: BLE001 - a spare that failed is launched again, here
+                print(f"teeboost: a spare {self._name} enclave failed to launch ({type(exc).__name__}: {exc}); "
+                      "launching one now", file=sys.stderr, flush=True)
+        if enclave is None:
+            enclave = self._ready()
+        self.prepare()
+        return enclave
+
+    def _ready(self) -> Enclave:
+        enclave = self._launch()
+        try:
+            if self._warm is not None:
+                self._warm(enclave)
+        except BaseException:
+            enclave.close()
+            raise
+        return enclave
+
+    def _launch_into(self, future: concurrent.futures.Future) -> None:
+        try:
+            enclave = self._ready()
+        except BaseException as exc:  # noqa: BLE001 - reported when the spare is taken
+            future.set_exception(exc)
+            return
+        with self._lock:
+            closed = self._closed
+        if closed:
+            enclave.close()
+            future.set_exception(RuntimeError("closed"))
+        else:
+            future.set_result(enclave)
+
+    def close(self) -> None:
+        """The spare is closed (one still launching is closed when it is up)."""
+        with self._lock:
+            self._closed = True
+            future, self._next = self._next, None
+        if future is not None:
+            future.add_done_callback(_close_launched)
+
+
+def _close_launched(future: concurrent.futures.Future) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()
