@@ -113,11 +113,18 @@ class StrictOnlinePassive:
         model = load_passive(self.config.model_dir / passive_file(self.config.index))
         if not model.model_digest:
             raise ProtocolError(f"party {self.config.name!r}'s saved model names no published model")
-        side = StrictPredictPassive(model.owner, model.model_digest, self.service.env(), model.index,
-                                    sealed=model.sealed_records, enclave=self._spare.take())
+        env = self.service.env()
+        enclave = self._spare.take()
+        try:
+            side = StrictPredictPassive(model.owner, model.model_digest, env, model.index,
+                                        sealed=model.sealed_records, enclave=enclave)
+        except BaseException:
+            enclave.close()  # a side that could not be built leaves no enclave running (red team)
+            raise
         marker = online_state_path(self.config, ".online-enclaves")
         if not marker.exists():  # a restart launches a spare at once (``prepare``)
-            marker.touch()
+            with contextlib.suppress(OSError):  # only a speed-up: never a reason to refuse a session
+                marker.touch()
         side.bind_policy(self.config.name, self.service.policy, model.max_depth)
         with self._lock:
             old = self._sessions.pop(msg.run_id, None)

@@ -121,6 +121,7 @@ def run(app: FastAPI, sock: socket.socket, *, ready_file: Path | None = None, ac
     try:
         asyncio.run(_serve(_Server(config), sock, app, ready, ready_file))
     finally:
+        app.state.registry.close()  # each model's scorer: its sessions and enclaves, spares too
         if ready_file is not None:
             ready_file.unlink(missing_ok=True)
         sock.close()

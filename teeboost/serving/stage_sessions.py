@@ -59,6 +59,11 @@ class StageSessions:
                 self._long = self._open(self.setup_timeout)
             return self._long
 
+    def dedicated(self) -> GrpcChannel:
+        """A transport session with ``long()``'s timeout for one caller alone, who closes it
+        (an enclave session's attestation: the passive party keys a handshake by its session)."""
+        return self._open(self.setup_timeout)
+
     def _open(self, timeout: float) -> GrpcChannel:
         config = self.config()
         return GrpcChannel(config.peers, sender=config.name, tls=config.tls, insecure=config.insecure, timeout=timeout,

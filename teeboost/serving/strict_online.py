@@ -92,12 +92,15 @@ class StrictOnlineActive:
         try:  # batches queued behind one that waited do not wait again: until one timeout after the start
             fresh = self._pending.result(timeout=max(0.0, self._pending_until - time.monotonic()))
         except concurrent.futures.TimeoutError:
+            # kept, even if it ends this instant: the next batch takes it (dropped here, it once
+            # leaked its enclave and started another attestation: red team)
             raise SessionPending(", ".join(c.name for c in self.scorer.caches.values()),
                                  "its enclave session is being attested again (after a fault); "
                                  "the next requests are scored once it is") from None
-        finally:
-            if self._pending is not None and self._pending.done():
-                self._pending = None
+        except BaseException:
+            self._pending = None  # it failed: the next batch attests again
+            raise
+        self._pending = None
         return fresh
 
     def _attest_into(self, future: concurrent.futures.Future, versions: dict[int, str]) -> None:
@@ -110,22 +113,31 @@ class StrictOnlineActive:
         """-> (enclave, run id, table versions loaded) of a new attested session."""
         params = BoostParams()
         env = dataclasses.replace(self.env, run_id=f"online.{secrets.token_hex(16)}")
-        setup = self.scorer.setup_sessions.long()
-        enclave = attest_enclaves(PROGRAM, "strict", setup, SplitCriteria.from_params(params), params.max_bin, env,
-                                  enclave=self._spare.take())
+        # a transport session of its own: the passive party keys a handshake under way by it, and
+        # one dropped by ``reset`` while it ran must not meet the next one there (red team)
+        setup = self.scorer.setup_sessions.dedicated()
         try:
-            model = self.scorer.model
-            # the published trees (gains, sizes and covers zeroed, as strict saves them): what the
-            # passive party's records are bound to, for every protocol
-            enclave.ecall("online_model", serde.encode(om.StrictOnlineModel(
-                json.dumps(published_ensemble(model.ensemble)), *sm.record_arrays(model.owner),
-                self.scorer.protocol == "ntee")))
-            # an empty record: load the table now, not within a request's timeout
-            setup.request_all({p: OnlineSealed(env.run_id, self.scorer.digest, v, b"") for p, v in versions.items()})
-        except BaseException:
-            enclave.close()
-            raise
+            enclave = attest_enclaves(PROGRAM, "strict", setup, SplitCriteria.from_params(params), params.max_bin,
+                                      env, enclave=self._spare.take())
+            try:
+                self._given_model(enclave)
+                # an empty record: load the table now, not within a request's timeout
+                setup.request_all({p: OnlineSealed(env.run_id, self.scorer.digest, v, b"")
+                                   for p, v in versions.items()})
+            except BaseException:
+                enclave.close()
+                raise
+        finally:
+            setup.close()
         return enclave, env.run_id, dict(versions)
+
+    def _given_model(self, enclave) -> None:
+        """The published trees (gains, sizes and covers zeroed, as strict saves them): what the
+        passive party's records are bound to, for every protocol."""
+        model = self.scorer.model
+        enclave.ecall("online_model", serde.encode(om.StrictOnlineModel(
+            json.dumps(published_ensemble(model.ensemble)), *sm.record_arrays(model.owner),
+            self.scorer.protocol == "ntee")))
 
     def margin(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray], versions: dict[int, str]) -> np.ndarray:
         with self._lock:

@@ -81,13 +81,23 @@ class SpareEnclave:
         else:
             future.set_result(enclave)
 
-    def close(self) -> None:
-        """The spare is closed (one still launching is closed when it is up)."""
+    def close(self, wait: float = 30.0) -> None:
+        """The spare is closed; one still launching is waited for (up to ``wait`` seconds) and
+        closed, so that no enclave outlives its host's close (a service stopped while its spare
+        launched once left the enclave process behind it)."""
         with self._lock:
             self._closed = True
             future, self._next = self._next, None
-        if future is not None:
-            future.add_done_callback(_close_launched)
+        if future is None:
+            return
+        try:
+            enclave = future.result(timeout=wait)
+        except concurrent.futures.TimeoutError:
+            future.add_done_callback(_close_launched)  # closed when it is up, at the latest
+            return
+        except Exception:  # noqa: BLE001 - it failed to launch, or closed itself: nothing to close
+            return
+        enclave.close()
 
 
 def _close_launched(future: concurrent.futures.Future) -> None:

@@ -143,7 +143,12 @@ def attest_enclaves(program: str, protocol: str, channel, criteria, max_bin: int
     """Start the active party's enclave (or take ``enclave``, launched ahead with this program's
     code and not yet initialised) and attest it with every passive enclave (relayed 4-step
     handshake, each step signed by the party's pinned identity key)."""
-    identity = env.require_identity(0)
+    try:
+        identity = env.require_identity(0)
+    except BaseException:
+        if enclave is not None:  # one launched ahead is not left running
+            enclave.close()
+        raise
     if enclave is None:
         enclave = env.backend().load(enclave_code(program, env.trusted_roots, env.options), label="active")
     try:
