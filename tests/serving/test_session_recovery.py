@@ -11,6 +11,8 @@ import threading
 import time
 import types
 
+import pytest
+
 from teeboost.serving.strict_online import SessionPending, StrictOnlineActive
 
 
@@ -22,7 +24,7 @@ class _Enclave:
         self.closed = True
 
 
-def _waiting_side(seconds: float):
+def _waiting_side(seconds: float, gate: threading.Event | None = None):
     side = StrictOnlineActive.__new__(StrictOnlineActive)  # the waiting logic alone: no enclave, no peer
     side.scorer = types.SimpleNamespace(timeout=seconds, caches={1: types.SimpleNamespace(name="passive-1")})
     side._enclave, side._pending, side._pending_until, side.sessions = None, None, 0.0, 1
@@ -31,6 +33,8 @@ def _waiting_side(seconds: float):
 
     def attested(versions):
         time.sleep(seconds)  # ends about when the batch's wait does
+        if gate is not None:
+            gate.wait(10)  # or once the test lets it
         made.append(_Enclave())
         return made[-1], "online.test", dict(versions)
 
@@ -55,13 +59,13 @@ def test_an_attestation_ending_as_the_wait_times_out_is_taken_not_dropped():
 
 
 def test_a_session_dropped_while_it_is_attested_is_closed_when_done():
-    side, made = _waiting_side(0.2)
+    gate = threading.Event()
+    side, made = _waiting_side(0.05, gate)
     side._spare = types.SimpleNamespace(close=lambda: None)
-    try:
-        side._recovered({1: "v"})
-    except SessionPending:
-        pass
+    with pytest.raises(SessionPending):
+        side._recovered({1: "v"})  # still attesting when the batch's wait ends
     side.reset()  # e.g. the transport sessions were replaced meanwhile
+    gate.set()  # the attestation ends after the session was dropped
     deadline = time.monotonic() + 10  # the attestation ends, then its future's callback closes it
     while not (made and made[0].closed) and time.monotonic() < deadline:
         time.sleep(0.01)
