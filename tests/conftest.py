@@ -8,6 +8,7 @@ from teeboost.data import PartyData, split_columns
 from teeboost.datasets import (
     GIVE_ME_SOME_CREDIT_ID, GIVE_ME_SOME_CREDIT_LABEL, GIVE_ME_SOME_CREDIT_PASSIVE, load_give_me_some_credit,
 )
+from tests.serial import pytest_runtest_protocol  # noqa: F401  (timed tests run alone under -n 2)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from teeboost.audit import AuditLog
 from teeboost.audit_counters import counters_path, read_counters
@@ -473,6 +474,7 @@ def write_large_log(path: Path, megabytes: int, days: float = 10.0) -> Counter:
     return counted
 
 
+@pytest.mark.serial
 def test_start_up_does_not_grow_with_the_log(tmp_path):
     """200 MiB of entries over ten days: the first start migrates (streamed, once); every later
     start reads nothing of the log. Measured in fresh processes."""

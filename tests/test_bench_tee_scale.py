@@ -59,6 +59,7 @@ def test_a_failing_point_is_reported_not_raised(tee_scale):
     assert "unknown protocol" in tee_scale.table_line(tee_scale.summarise([point]), {})
 
 
+@pytest.mark.serial
 def test_a_point_out_of_time_is_killed_and_reported(tee_scale):
     point = tee_scale.run_point("ntee", 2000, timeout=0.3)
     assert point["status"] == "timed out after 0.3 s"

@@ -392,6 +392,7 @@ def test_a_session_scores_only_what_the_passive_parties_were_asked(parties, forg
     party.close()
 
 
+@pytest.mark.serial
 def test_an_abandoned_strict_session_releases_the_enclave_side_at_once(parties):
     """Red-team finding: a strict prediction that died after its enclave handshake held the
     passive party's enclave side for the whole lease (120 s then). Other sessions wait (Busy)

@@ -9,6 +9,8 @@ import pytest
 
 from teeboost.microbatch import MicroBatcher
 
+pytestmark = pytest.mark.serial  # wall-clock bounds (tests/serial.py)
+
 
 @pytest.mark.parametrize("lanes", [1, 3])
 def test_every_caller_gets_its_own_answer_under_contention(lanes):

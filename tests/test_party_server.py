@@ -108,6 +108,7 @@ def silent(channel, count, release):
     return [call.future(never(), timeout=30) for _ in range(count)]
 
 
+@pytest.mark.serial
 def test_silent_streams_are_capped_and_time_out_without_holding_the_handler(certs):
     refusals = []
     server, log = tls_server(certs, refusals, max_concurrent_rpcs=3, request_timeout=1.5)
@@ -230,6 +231,7 @@ def test_request_stop_ends_wait_and_a_channel_sees_the_reply(certs):
     server.stop()  # stopping again is harmless
 
 
+@pytest.mark.serial
 def test_online_sessions_are_served_beside_a_long_request_and_in_order_each(certs):
     """The online lane: while the main lane is busy with a slow request (a training step),
     requests of online sessions are answered at once, several sessions at a time, each

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from teeboost.budget import RowLedger, SealedLedgerFile
 
 
@@ -32,6 +34,7 @@ def test_records_are_readable_at_once_and_the_version_follows_the_sync(tmp_path)
     assert ledger.load_online()[1] == 5
 
 
+@pytest.mark.serial
 def test_an_idle_log_is_synced_by_its_timer_and_a_closed_one_takes_no_more(tmp_path):
     """The records written before traffic pauses are synced and their version recorded within
     the sync interval (a host cutting the unsynced tail of the file would otherwise have had as

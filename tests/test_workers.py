@@ -23,6 +23,8 @@ from teeboost.crypto.schemes import generate_keypair
 from teeboost.errors import ProtocolError
 from teeboost.workers import WorkerError, WorkerPool
 
+pytestmark = pytest.mark.serial  # wall-clock bounds (tests/serial.py)
+
 MARKER = "SCRIPT BODY RAN"
 
 # what a user writes: no `if __name__ == "__main__":` anywhere

@@ -64,6 +64,7 @@ def test_solver_counts_solutions_up_to_exchangeable_rows():
     assert answer.never().tolist() == [False] * 5 + [True]  # the 8 needs a 0 partner
 
 
+@pytest.mark.serial
 def test_solver_finds_a_unique_subset_of_34_distinct_rows_quickly():
     rng = np.random.default_rng(3)
     g = rng.integers(-(10 ** 11), 10 ** 11, size=34)
@@ -78,6 +79,7 @@ def test_solver_finds_a_unique_subset_of_34_distinct_rows_quickly():
     assert np.array_equal(answer.always(), truth) and np.array_equal(answer.never(), ~truth)
 
 
+@pytest.mark.serial
 def test_solver_gives_up_cleanly_above_its_work_limit():
     rng = np.random.default_rng(4)
     g = rng.integers(1, 10 ** 9, size=40)

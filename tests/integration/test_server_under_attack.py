@@ -23,6 +23,8 @@ from teeboost.transport.grpc_transport import GrpcChannel, Peer
 from teeboost.transport.proto.envelope_pb2 import Envelope
 from teeboost.transport.tls import TlsFiles, create_federation_certs, request_certificate, sign_request
 
+pytestmark = pytest.mark.serial  # wall-clock bounds (tests/serial.py)
+
 METHOD = "/teeboost.v1.Party/Exchange"
 HANDSHAKE_TIMEOUT = 5.0  # PartyServer's default server_handshake_timeout
 

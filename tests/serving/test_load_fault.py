@@ -30,6 +30,8 @@ from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federa
 from ..helpers import stop_passive_parties
 from .helpers import active_only_credit, request_rows, start_service
 
+pytestmark = pytest.mark.serial  # wall-clock bounds (tests/serial.py)
+
 LOCUSTFILE = Path(__file__).with_name("locust_scoring.py")
 TIMEOUT = 2.0  # [serving] timeout, the default: a passive party that does not answer fails the batch by then
 USERS, RUN_SECONDS, KILL_AT, DOWN_FOR = 20, 21, 4.0, 5.0

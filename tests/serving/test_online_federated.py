@@ -94,6 +94,7 @@ def _scorer_rows(tmp_path, config, n=50, skip=0):
     return list(frame["id"]), data.features
 
 
+@pytest.mark.serial
 def test_a_passive_data_change_is_seen_and_a_restart_is_survived(federation):
     """The passive party's data changes under a running scorer (a row's values and a new
     customer): the next request uses the new id set, never an old handle on new rows. Then the

@@ -293,6 +293,7 @@ sys.exit(main(sys.argv[1:]))
 '''
 
 
+@pytest.mark.serial
 def test_a_session_attested_again_after_a_restart_never_holds_a_request_past_the_timeout(federation):
     """The passive party restarts and its enclave then takes 3 s to attest, against a 1 s
     request timeout. The first session is waited for (as a connection is); after the restart

@@ -244,6 +244,7 @@ def _hammer(url: str, body: dict, stop: threading.Event, seen: list) -> None:
                 seen.append(("failed", repr(exc), None))
 
 
+@pytest.mark.serial
 def test_a_reload_under_load_switches_versions_without_a_failed_request(models, tmp_path):
     live = tmp_path / "credit-live"
     os.symlink(models.credit, live)
@@ -321,6 +322,7 @@ def test_a_model_that_cannot_serve_stops_the_start_naming_it(models, capsys):
     assert "not the active party's columns of 'diamonds'" in err
 
 
+@pytest.mark.serial
 def test_a_keep_alive_request_is_not_held_by_a_delayed_ack(service):
     """One row over a reused connection takes about a millisecond; an answer written in two
     parts with Nagle's algorithm on waits 40 ms for the client's delayed ACK every time."""

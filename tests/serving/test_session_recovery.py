@@ -15,6 +15,8 @@ import pytest
 
 from teeboost.serving.strict_online import SessionPending, StrictOnlineActive
 
+pytestmark = pytest.mark.serial  # wall-clock bounds (tests/serial.py)
+
 
 class _Enclave:
     def __init__(self) -> None:
