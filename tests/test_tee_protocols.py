@@ -149,3 +149,17 @@ def test_passive_party_refuses_an_enclave_with_unexpected_code(monkeypatch, smal
                         lambda roots, measurements, **kw: QuoteVerifier(roots, expected_other_code, **kw))
     with pytest.raises(ProtocolError, match="AttestationError: remote attestation failed"):
         train_local(active, passives, PARAMS, "onetee", options=SIMULATED)
+
+
+@pytest.mark.parametrize("protocol", ["ntee", "onetee", "strict"])
+def test_xgboosts_default_shape_grows_plains_trees(small_credit, protocol):
+    """Depth 6 and 256 bins (XGBoost's defaults, the standard workload): hosts sum and search
+    with compiled kernels (``core/histogram_kernel``, ``split_kernel``), enclaves with numpy;
+    every tree must still be plain's."""
+    active, passives = small_credit
+    params = BoostParams(n_trees=6, max_depth=6, learning_rate=0.3, subsample=1.0, max_bin=256)
+    plain, _ = train_local(active, passives, params)
+    model, _ = train_local(active, passives, params, protocol, options=SIMULATED)
+    statistics = protocol != "strict"  # strict publishes no row counts or covers
+    assert federated_descriptions(model, statistics) == federated_descriptions(plain, statistics)
+    assert max(t.n_nodes for t in plain.active.ensemble.trees) > 63  # deeper than 5 levels somewhere

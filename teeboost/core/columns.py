@@ -14,7 +14,7 @@ from .binning import FeatureBins
 from .gradients import EncodedGradients, GradientCodec
 from .histogram_jobs import histogram_builder
 from .nodes import NodeRows
-from .split import NodeBest, SplitCriteria, best_splits, goes_left
+from .split import NodeBest, SplitCriteria, best_splits, goes_left, left_sums
 from .tree import OwnerTable
 
 __all__ = ["PartyColumns"]
@@ -76,6 +76,15 @@ class PartyColumns:
         hist = self.level_histograms(nodes, node_rows)
         return best_splits(hist, self.bins.n_value_bins, codec, criteria, self.bins.categorical_mask, sampled,
                            **limits)
+
+    def left_totals(self, node: int, feature: int, bin_index: int, default_left: bool) -> tuple[int, int] | None:
+        """(G, H) of the rows this party's split of ``node`` sends left, read off the node's
+        histogram of this level (exact sums of the same gradients); None if it is not held."""
+        hist = self.histograms.cached(node) if self.histograms is not None else None
+        if hist is None:
+            return None
+        left = left_sums(hist[feature], bin_index, default_left, self.bins.is_categorical(feature))
+        return int(left[0]), int(left[1])
 
     def go_left_binned(self, rows: np.ndarray, feature: int, bin_index: int, default_left: bool) -> np.ndarray:
         return goes_left(self.binned_by_feature[feature, rows], bin_index, default_left,

@@ -18,6 +18,11 @@ import numpy as np
 
 from ..errors import DataError
 
+if "__file__" in globals():  # a host: compiled (``row_kernels``); an enclave runs source: numpy
+    from .row_kernels import masked_totals, node_totals
+else:
+    masked_totals = node_totals = None
+
 __all__ = ["GradientCodec", "EncodedGradients", "SUM_BITS", "MAX_FRAC_BITS", "MIN_FRAC_BITS"]
 
 #: Every sum of encoded values over a tree's rows has magnitude < 2**SUM_BITS.
@@ -93,4 +98,12 @@ class EncodedGradients:
 
     def totals(self, rows: np.ndarray) -> tuple[int, int]:
         """Exact integer (G, H) over ``rows``."""
+        if node_totals is not None and self.g.dtype == np.int64 and self.h.dtype == np.int64:
+            return node_totals(self.g, self.h, rows)
         return int(self.g[rows].sum()), int(self.h[rows].sum())
+
+    def totals_where(self, rows: np.ndarray, chosen: np.ndarray) -> tuple[int, int]:
+        """``totals(rows[chosen])`` (a split's left rows, from the node's rows and the split)."""
+        if masked_totals is not None and self.g.dtype == np.int64 and self.h.dtype == np.int64:
+            return masked_totals(self.g, self.h, rows, chosen)
+        return self.totals(rows[chosen])

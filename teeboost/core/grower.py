@@ -109,8 +109,8 @@ class TreeGrower:
         self.criteria = SplitCriteria.from_params(params)  # leaf weights by the gains' own weight function
         self.constrained = params.constraints.any
 
-    def _weight(self, gradients: EncodedGradients, rows: np.ndarray, bounds=(None, None)) -> float:
-        g_sum, h_sum = gradients.totals(rows)
+    def _weight(self, gradients: EncodedGradients, totals: tuple[int, int], bounds=(None, None)) -> float:
+        g_sum, h_sum = totals
         g = float(gradients.codec.decode(g_sum))
         h = float(gradients.codec.decode(h_sum))
         return float(self.criteria.weight(g, h, *bounds))
@@ -120,14 +120,14 @@ class TreeGrower:
         """The children's bounds and interaction state, as XGBoost's TreeEvaluator.AddSplit and
         FeatureInteractionConstraintHost.Split set them."""
         bounds = limits.bounds[parent]
-        w_left = self._weight(gradients, nodes.rows(left), bounds)
-        w_right = self._weight(gradients, nodes.rows(right), bounds)
+        w_left = self._weight(gradients, nodes.totals(left, gradients), bounds)
+        w_right = self._weight(gradients, nodes.totals(right, gradients), bounds)
         limits.bounds[left], limits.bounds[right] = child_bounds(*bounds, int(applied.direction), w_left, w_right)
         limits.sets[left] = limits.sets[right] = child_sets(limits.sets[parent], int(applied.membership))
 
     @staticmethod
-    def _cover(gradients: EncodedGradients, rows: np.ndarray) -> float:
-        return float(gradients.codec.decode(int(gradients.h[rows].sum())))
+    def _cover(gradients: EncodedGradients, nodes: NodeRows, node: int) -> float:
+        return float(gradients.codec.decode(nodes.totals(node, gradients)[1]))
 
     def grow(
         self, tree_index: int, output: int, rows: np.ndarray, gradients: EncodedGradients
@@ -137,7 +137,7 @@ class TreeGrower:
         nodes = NodeRows(self.n_rows)
         nodes.set_root(rows)
         tree.n_rows[0] = int(rows.size)
-        tree.cover[0] = self._cover(gradients, rows)
+        tree.cover[0] = self._cover(gradients, nodes, 0)
         self.finder.begin_tree(tree_index, rows, gradients)
         limits = NodeLimits() if self.constrained else None
         frontier = [0]
@@ -159,8 +159,8 @@ class TreeGrower:
                     nodes.split_mask(split.node_id, left, right, result.went_left)
                     tree.n_rows[left] = nodes.size(left)
                     tree.n_rows[right] = nodes.size(right)
-                    tree.cover[left] = self._cover(gradients, nodes.rows(left))
-                    tree.cover[right] = self._cover(gradients, nodes.rows(right))
+                    tree.cover[left] = self._cover(gradients, nodes, left)
+                    tree.cover[right] = self._cover(gradients, nodes, right)
                     if limits is not None:
                         self._limit_children(limits, gradients, nodes, split.node_id, left, right, result)
                     next_frontier += [left, right]
@@ -175,5 +175,6 @@ class TreeGrower:
                 node_rows = nodes.rows(node)
                 leaf_rows[node] = node_rows
                 bounds = limits.bounds[node] if limits is not None else (None, None)
-                tree.value[node] = self._weight(gradients, node_rows, bounds) * self.params.learning_rate
+                weight = self._weight(gradients, nodes.totals(node, gradients), bounds)
+                tree.value[node] = weight * self.params.learning_rate
         return GrownTree(tree, leaf_rows)

@@ -1,4 +1,4 @@
-"""Per node x feature x bin sums of (g, h, count), built in bulk with numpy.
+"""Per node x feature x bin sums of (g, h, count): a compiled kernel on hosts, numpy in enclaves.
 
 Histograms are exact int64 sums of the fixed-point gradients. A level is planned so that
 only the smaller child of each split is summed from rows; its sibling is the parent's
@@ -23,6 +23,11 @@ CHANNELS = 3
 
 #: Rows summed per pass: bounds the gathered gradients and bins to a few MB.
 ROW_BLOCK = 1 << 16
+
+if "__file__" in globals():  # a host: the compiled kernel, cached on disk (``histogram_kernel``)
+    from .histogram_kernel import sum_node, sum_node_aligned
+else:  # an enclave's measured loader runs source: a compile per launch (0.3-0.45 s a kernel) would
+    sum_node = sum_node_aligned = None  # cost more than it saves at small sizes, so numpy sums here
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,9 @@ def plan_level(requested: list[int], nodes: NodeRows, cached: set[int]) -> Level
     return LevelPlan(tuple(build), tuple(derive))
 
 
-def _weights(values: np.ndarray | PackedInts) -> np.ndarray:
-    """A block of a node's g or h as bincount weights (exact: |sum| < 2**52)."""
-    return (values.unpack() if isinstance(values, PackedInts) else values).astype(np.float64)
+def _unpacked(values: np.ndarray | PackedInts) -> np.ndarray:
+    """A block of a node's g or h as int64."""
+    return values.unpack() if isinstance(values, PackedInts) else values
 
 
 def add_block(out: np.ndarray, bins: np.ndarray, columns, g: np.ndarray, h: np.ndarray) -> None:
@@ -79,6 +84,9 @@ class HistogramBuilder:
         # feature-major (n_features, n_rows): gathering one feature's bins is contiguous
         self.bins = np.ascontiguousarray(bins_by_feature)
         self.width = width
+        if self.bins.size and (self.bins.min() < 0 or self.bins.max() >= width):  # the kernel indexes by bin
+            raise ValueError(f"a binned column holds bin {int(self.bins.max())}, outside the histogram's "
+                             f"{width} bins")
         self._cache: dict[int, np.ndarray] = {}
         self._grad: EncodedGradients | None = None
 
@@ -103,16 +111,24 @@ class HistogramBuilder:
         MB whatever the node's size."""
         assert values or self._grad is not None, "begin_tree first"
         out = np.zeros((self.n_features, self.width, CHANNELS), dtype=np.int64)
+        if sum_node is not None and not values:
+            sum_node(out, self.bins, rows, self._grad.g, self._grad.h)
+            return out
         for start in range(0, rows.size, ROW_BLOCK):
             block = rows[start:start + ROW_BLOCK]
             if values:
-                g = _weights(values[0][start:start + ROW_BLOCK])
-                h = _weights(values[1][start:start + ROW_BLOCK])
+                g, h = _unpacked(values[0][start:start + ROW_BLOCK]), _unpacked(values[1][start:start + ROW_BLOCK])
             else:
-                g = self._grad.g[block].astype(np.float64)
-                h = self._grad.h[block].astype(np.float64)
-            add_block(out, self.bins, block, g, h)
+                g, h = self._grad.g[block], self._grad.h[block]
+            if sum_node_aligned is not None:
+                sum_node_aligned(out, self.bins, block, g, h)
+            else:
+                add_block(out, self.bins, block, g.astype(np.float64), h.astype(np.float64))
         return out
+
+    def cached(self, node: int) -> np.ndarray | None:
+        """The node's (n_features, width, CHANNELS) histogram if this level built it, else None."""
+        return self._cache.get(node)
 
     def _sum_nodes(self, build: list[int], nodes: NodeRows) -> dict[int, np.ndarray]:
         """Histograms of the nodes a level sums from rows, one node after another (a

@@ -37,6 +37,11 @@ from .gradients import GradientCodec
 if TYPE_CHECKING:  # enclaves measure this module; they must not load the configuration code
     from ..config import BoostParams
 
+if "__file__" in globals():  # a host: the compiled search, cached on disk (``split_kernel``)
+    from .split_kernel import best_candidates
+else:  # an enclave runs this module from source: numpy, not a compile per launch
+    best_candidates = None
+
 __all__ = ["SplitCriteria", "SplitInfo", "NodeBest", "best_splits", "pick_global_best", "split_gains", "left_sums",
            "goes_left", "valid_split_bin", "sampled_features", "category_codes", "GAIN_EPSILON", "MAX_CATEGORY_BINS",
            "N_CRITERIA"]
@@ -239,6 +244,12 @@ def best_splits(
     each node) apply monotone constraints (``teeboost.core.constraints``).
     """
     n_nodes, n_features, width, _ = hist.shape
+    if (best_candidates is not None and (categorical is None or not np.any(categorical)) and allowed is None
+            and (directions is None or not np.any(directions)) and criteria.max_delta_step == 0
+            and not criteria.monotone):
+        gains, indices = best_candidates(hist, n_value_bins, codec.frac_bits, criteria,
+                                         np.ones(n_features, dtype=bool) if sampled is None else sampled)
+        return [_node_best(float(gain), int(index), width) for gain, index in zip(gains, indices)]
     values = hist[:, :, : width - 1, :]
     missing = hist[:, :, width - 1, :]  # (nodes, features, 3)
     cat = np.zeros(n_features, dtype=bool) if categorical is None else np.asarray(categorical, dtype=bool)
@@ -289,6 +300,15 @@ def best_splits(
             bin_ = sum(1 << int(b) for b in tried)
         result.append(NodeBest(best, feature, bin_, bool(direction)))
     return result
+
+
+def _node_best(gain: float, index: int, width: int) -> NodeBest:
+    """A winner of the compiled search (``split_kernel``), as ``best_splits`` reports one."""
+    if not np.isfinite(gain):
+        return NodeBest(-np.inf, -1, -1, False)
+    feature, rest = divmod(index, (width - 1) * 2)
+    bin_, direction = divmod(rest, 2)
+    return NodeBest(gain, feature, bin_, bool(direction))
 
 
 def _splittable(values: np.ndarray, n_value_bins: np.ndarray, criteria: SplitCriteria) -> np.ndarray:

@@ -7,6 +7,7 @@ record id -> (feature, threshold, missing direction). Nobody else ever sees a th
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +136,7 @@ class OwnerTable:
     def __init__(self) -> None:
         self._records: dict[int, SplitRecord] = {}
         self._next_id = 0
+        self._per_tree: Counter[int] = Counter()  # kept as records come: a policy checks it at every split
 
     def __len__(self) -> int:
         return len(self._records)
@@ -146,6 +148,7 @@ class OwnerTable:
         record_id = self._next_id
         self._next_id += 1
         self._records[record_id] = record
+        self._per_tree[record.tree] += 1
         return record_id
 
     def insert(self, record_id: int, record: SplitRecord) -> None:
@@ -153,12 +156,14 @@ class OwnerTable:
         if record_id < 0 or record_id in self._records:
             raise ProtocolError(f"split record id {record_id} is negative or already in use")
         self._records[record_id] = record
+        self._per_tree[record.tree] += 1
         self._next_id = max(self._next_id, record_id + 1)
 
     def replace(self, other: "OwnerTable") -> None:
         """Take over another table's records (in place: holders of this table see them)."""
         self._records = dict(other._records)
         self._next_id = other._next_id
+        self._per_tree = Counter(other._per_tree)
 
     def get(self, record_id: int) -> SplitRecord:
         try:
@@ -174,6 +179,11 @@ class OwnerTable:
     def keep_trees_below(self, n_trees: int) -> None:
         """Drop records of trees that early stopping discarded."""
         self._records = {k: r for k, r in self._records.items() if r.tree < n_trees}
+        self._per_tree = Counter({t: c for t, c in self._per_tree.items() if t < n_trees})
+
+    def records_per_tree(self) -> dict[int, int]:
+        """How many records each tree holds."""
+        return dict(self._per_tree)
 
     def rewind(self, n_trees: int) -> None:
         """Back to the state after tree ``n_trees - 1`` (resuming from a checkpoint): later
@@ -220,5 +230,6 @@ class OwnerTable:
                     f"but the party has {n_features} features"
                 )
             table._records[record_id] = record
+            table._per_tree[record.tree] += 1
             table._next_id = max(table._next_id, record_id + 1)
         return table

@@ -189,8 +189,7 @@ class PassiveParty:
             self.policy.check_records(self.name, dict(self._revealed))
         if len(self.owner) != self._records_checked:  # records arrive with partitions or, in strict mode, at the end
             self._records_checked = len(self.owner)
-            per_tree: Counter[int] = Counter(record.tree for _, record in self.owner.items())
-            self.policy.check_records(self.name, dict(per_tree))
+            self.policy.check_records(self.name, self.owner.records_per_tree())
 
     def _hello(self, msg: Hello) -> HelloReply:
         if self.columns is None:

@@ -152,3 +152,68 @@ def test_splitting_in_place_gives_the_children_copying_gives():
         assert np.shares_memory(in_place.rows(node), root)
         (a, b), (c, d) = in_place.values(node), copying.values(node)
         assert a.tolist() == c.tolist() and b.unpack().tolist() == d.unpack().tolist()
+
+
+def test_the_compiled_node_sums_equal_numpys_bincount_at_256_bins():
+    """``histogram_kernel`` replaced three bincounts per feature: the sums must not change."""
+    from teeboost.core.histogram import add_block
+    from teeboost.core.histogram_kernel import sum_node, sum_node_aligned
+
+    rng = np.random.default_rng(11)
+    n, width = 5000, 257
+    bins = rng.integers(0, width, (5, n)).astype(np.uint16)
+    g = rng.integers(-2**40, 2**40, n)
+    h = rng.integers(0, 2**40, n)
+    rows = np.flatnonzero(rng.random(n) < 0.4)
+    numpy_sums = np.zeros((5, width, 3), dtype=np.int64)
+    add_block(numpy_sums, bins, rows, g[rows].astype(np.float64), h[rows].astype(np.float64))
+    by_row = np.zeros_like(numpy_sums)
+    sum_node(by_row, bins, rows, g, h)
+    aligned = np.zeros_like(numpy_sums)
+    sum_node_aligned(aligned, bins, rows, g[rows], h[rows])
+    assert np.array_equal(by_row, numpy_sums) and np.array_equal(aligned, numpy_sums)
+    assert numpy_sums[..., 2].sum() == 5 * rows.size
+
+
+def test_an_enclave_without_the_compiled_kernel_sums_the_same(monkeypatch):
+    """Enclaves run the module from source and sum with numpy: the histograms are the host's."""
+    import teeboost.core.histogram as histogram
+
+    rng = np.random.default_rng(12)
+    n, width = 3000, 257
+    bins = rng.integers(0, width, (3, n)).astype(np.uint16)
+    g, h = rng.integers(-2**40, 2**40, n), rng.integers(0, 2**40, n)
+    rows = np.flatnonzero(rng.random(n) < 0.5)
+    builder = HistogramBuilder(bins, width)
+    builder.begin_tree(EncodedGradients(g, h, None))
+    compiled = builder.sum_rows(rows)
+    assert histogram.sum_node is not None  # the test runs on a host
+    monkeypatch.setattr(histogram, "sum_node", None)
+    monkeypatch.setattr(histogram, "sum_node_aligned", None)
+    assert np.array_equal(builder.sum_rows(rows), compiled)
+    assert np.array_equal(builder.sum_rows(rows, (g[rows], h[rows])), compiled)
+    assert np.array_equal(compiled, brute_force(bins, rows, g, h, width))
+
+
+def test_node_totals_are_summed_once_and_a_sibling_is_its_parent_minus_the_other():
+    rng = np.random.default_rng(8)
+    n = 500
+    grad = EncodedGradients(rng.integers(-2**62, 2**62, n), rng.integers(0, 2**62, n), None)  # sums wrap
+    nodes = NodeRows(n)
+    nodes.set_root(np.arange(n))
+    went_left = rng.random(n) < 0.4
+    nodes.split_mask(0, 1, 2, went_left)
+    summed = []
+    real_totals = grad.totals
+    object.__setattr__(grad, "totals", lambda rows: summed.append(rows.size) or real_totals(rows))
+    for node in (1, 2):  # the root's totals were never asked for: both children are summed
+        assert nodes.totals(node, grad) == real_totals(nodes.rows(node))
+    assert summed == [went_left.sum(), n - went_left.sum()]
+    nodes.remember_totals(4, grad, real_totals(nodes.rows(2)[:10]))  # what a split check summed
+    nodes.split_mask(2, 3, 4, np.arange(nodes.size(2)) >= 10)
+    summed.clear()
+    assert nodes.totals(4, grad) == real_totals(nodes.rows(4))  # remembered
+    assert nodes.totals(3, grad) == real_totals(nodes.rows(3))  # parent minus sibling, wrapped as int64
+    assert summed == []
+    other = EncodedGradients(grad.g + 1, grad.h, None)  # another tree's gradients: nothing remembered is used
+    assert nodes.totals(3, other) == (int((grad.g[nodes.rows(3)] + 1).sum()), int(grad.h[nodes.rows(3)].sum()))

@@ -54,3 +54,37 @@ def test_ties_go_to_the_first_candidate_and_lowest_party():
     b = NodeBest(5.0, 0, 0, True)
     assert pick_global_best([(2, b), (1, a)]) == (1, a)
     assert pick_global_best([(1, NodeBest(-np.inf, -1, -1, False))]) is None
+
+
+def test_the_compiled_split_search_finds_numpys_gain_and_winner_to_the_last_bit(monkeypatch):
+    """``split_kernel`` scores the common case by numpy's formula, in its order: every gain and
+    winner equal, also with lambda 0 (0/0 and x/0 candidates), L1, empty bins and ties."""
+    import teeboost.core.split as split
+    from teeboost.core.gradients import GradientCodec
+
+    rng = np.random.default_rng(0)
+    compared = 0
+    for trial in range(300):
+        n_nodes, n_features, width = rng.integers(1, 12), rng.integers(1, 7), int(rng.choice([3, 9, 33, 257]))
+        counts = rng.integers(0, 5, (n_nodes, n_features, width))
+        if trial % 3 == 0:
+            counts[:, :, rng.integers(0, width)] = 0
+        hist = np.stack([rng.integers(-2**20, 2**20, counts.shape) * counts,
+                         rng.integers(0, 2**20, counts.shape) * counts, counts], axis=-1).astype(np.int64)
+        if trial % 5 == 0:  # ties: every feature the same
+            hist[:, :] = hist[:, :1]
+        n_value_bins = rng.integers(1, width, n_features)
+        criteria = split.SplitCriteria(reg_lambda=float(rng.choice([0.0, 0.5, 1.0])),
+                                       min_child_weight=float(rng.choice([0, 1e-3, 1.0])),
+                                       min_samples_leaf=int(rng.choice([1, 2, 5])),
+                                       min_split_gain=float(rng.choice([0, 0.1])), reg_alpha=float(rng.choice([0, 0.3])))
+        codec = GradientCodec(int(rng.choice([10, 20, 30])))
+        sampled = rng.random(n_features) < 0.8 if trial % 2 else None
+        compiled = split.best_splits(hist, n_value_bins, codec, criteria, None, sampled)
+        with monkeypatch.context() as m:
+            m.setattr(split, "best_candidates", None)
+            with np.errstate(all="ignore"):
+                reference = split.best_splits(hist, n_value_bins, codec, criteria, None, sampled)
+        assert compiled == reference, trial
+        compared += sum(best.valid for best in reference)
+    assert compared > 500  # most nodes had a split to agree on

@@ -46,12 +46,10 @@ def check_histograms(hist: np.ndarray, nodes: list[int], node_rows: NodeRows,
                                 "(out-of-range bins)")
         if np.any(hist[..., 2] < 0):
             raise ProtocolError(f"histograms from party {party} have negative row counts")
+    by_feature = hist.sum(axis=2)  # (nodes, features, 3)
     for i, node in enumerate(nodes):
         rows = node_rows.rows(node)
-        g_total, h_total = gradients.totals(rows)
-        sums = hist[i].sum(axis=1)  # (features, 3)
-        if not (np.all(sums[:, 0] == g_total) and np.all(sums[:, 1] == h_total)
-                and np.all(sums[:, 2] == rows.size)):
+        if not (by_feature[i] == (*node_rows.totals(node, gradients), rows.size)).all():
             raise ProtocolError(
                 f"histograms from party {party} for node {node} do not add up to the node's "
                 "totals (tampered, truncated or inconsistent reply)"
@@ -176,6 +174,9 @@ class ActiveSplitting(SplitFinder, ABC):
             record, went_left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,
                                                    split.bin, split.default_left, self._tree)
             results[i] = self._applied(record, went_left, 0, split)
+            left_totals = self.columns.left_totals(split.node_id, split.feature, split.bin, split.default_left)
+            if left_totals is not None:  # its own histogram's, not summed again over the rows
+                self._node_rows.remember_totals(children[i][0], self._gradients, left_totals)
             bits[i] = np.packbits(went_left)
         requests = {party: self._split_request(party, [splits[i] for i in idx], [children[i] for i in idx])
                     for party, idx in by_party.items()}
@@ -197,7 +198,7 @@ class ActiveSplitting(SplitFinder, ABC):
                 n_left = int(np.count_nonzero(went_left))
                 if not 0 < n_left < parent.size:
                     raise ProtocolError(f"party {party} split node {splits[i].node_id} into an empty child")
-                self._check_left(party, splits[i], parent, went_left)
+                self._check_left(party, splits[i], parent, went_left, children[i][0])
                 seen.add(record)
                 results[i] = self._applied(record, went_left, party, splits[i], reply, k)
                 bits[i] = chunk
@@ -207,7 +208,8 @@ class ActiveSplitting(SplitFinder, ABC):
             self.announcements.add(split.party, split.node_id, left_id, right_id, bits[i])
         return ordered
 
-    def _check_left(self, party: int, split: SplitInfo, parent: np.ndarray, went_left: np.ndarray) -> None:
+    def _check_left(self, party: int, split: SplitInfo, parent: np.ndarray, went_left: np.ndarray,
+                    left_id: int) -> None:
         """Protocols that saw the winner's histogram check its partition against it."""
 
     def _split_request(self, party: int, splits: list[SplitInfo], children: list[tuple[int, int]]) -> Any:
@@ -234,17 +236,19 @@ class ActiveScoring(ActiveSplitting, ABC):
     def expected_shape(self, party: int, n_nodes: int) -> tuple[int, ...]:
         return (n_nodes, self.passive_bins[party].size, self.width, CHANNELS)
 
-    def _check_left(self, party: int, split: SplitInfo, parent: np.ndarray, went_left: np.ndarray) -> None:
+    def _check_left(self, party: int, split: SplitInfo, parent: np.ndarray, went_left: np.ndarray,
+                    left_id: int) -> None:
         """The left rows a winner reports must have the (G, H, count) its own histogram
-        promised for that split: a party cannot partition differently from what it scored."""
-        left = parent[went_left]
+        promised for that split: a party cannot partition differently from what it scored.
+        The totals summed here are the left child's (``NodeRows.remember_totals``)."""
         nodes, hist = self._level_histograms[party]
         column = hist[nodes.index(split.node_id), split.feature]  # (width, 3)
         expected = left_sums(column, split.bin, split.default_left, bool(self.passive_categorical[party][split.feature]))
-        g, h = self._gradients.totals(left)
-        if (int(expected[0]), int(expected[1]), int(expected[2])) != (int(g), int(h), left.size):
+        g, h = self._gradients.totals_where(parent, went_left)
+        if (int(expected[0]), int(expected[1]), int(expected[2])) != (int(g), int(h), int(np.count_nonzero(went_left))):
             raise ProtocolError(f"party {party} partitioned node {split.node_id} differently from the split its "
                                 "histogram scored")
+        self._node_rows.remember_totals(left_id, self._gradients, (g, h))
 
     def _scored_parties(self) -> list[int]:
         return [0, *self.channel.parties]
