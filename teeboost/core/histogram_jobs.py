@@ -97,14 +97,18 @@ class ShardedHistogramBuilder(HistogramBuilder):
             self._pool = self.backend.pool()
         return self._pool
 
-    def sum_rows(self, rows: np.ndarray, values: tuple = ()) -> np.ndarray:
+    def sum_rows(self, rows: np.ndarray, values: tuple = (), out: np.ndarray | None = None) -> np.ndarray:
         if values or self._gh is None or rows.size < self.min_job_rows:
-            return super().sum_rows(rows, values)
-        return self._sum_many([rows])[0]
+            return super().sum_rows(rows, values, out)
+        summed = self._sum_many([rows])[0]
+        if out is None:
+            return summed
+        out += summed
+        return out
 
-    def _sum_nodes(self, build: list[int], nodes: NodeRows) -> dict[int, np.ndarray]:
+    def _sum_nodes(self, build: list[int], nodes: NodeRows, outs: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         if self._gh is None:  # nodes carry their own values: summed here
-            return super()._sum_nodes(build, nodes)
+            return super()._sum_nodes(build, nodes, outs)
         big = [node for node in build if nodes.size(node) >= self.min_job_rows]
         sums = dict(zip(big, self._sum_many([nodes.rows(node) for node in big])))
         return {node: sums[node] if node in sums else self.sum_rows(nodes.rows(node)) for node in build}

@@ -45,8 +45,9 @@ class HistogramReply:
 
 class PlainActive(ActiveScoring):
     def _send_gradients(self, tree_index, rows, gradients):
+        every = rows.size == gradients.g.size  # subsample 1: no gather
         msg = PlainBeginTree(tree_index, gradients.codec.frac_bits, rows.astype(np.uint32),
-                             gradients.g[rows], gradients.h[rows])
+                             gradients.g if every else gradients.g[rows], gradients.h if every else gradients.h[rows])
         self.channel.request_all({p: msg for p in self.channel.parties})
 
     def _histograms(self, party, reply, nodes):
@@ -66,9 +67,12 @@ class PlainPassive(PassiveScoring):
         if msg.g.size != rows.size or msg.h.size != rows.size:
             raise ProtocolError("gradient vectors do not match the number of rows")
         self.columns.end_tree()  # the last tree's gradients go before this one's are built
-        g = np.zeros(n_rows, dtype=np.int64)
-        h = np.zeros(n_rows, dtype=np.int64)
-        g[rows], h[rows] = msg.g, msg.h
+        if rows.size == n_rows:  # every row sampled (sorted, distinct): the vectors are the rows' own
+            g, h = np.array(msg.g, dtype=np.int64), np.array(msg.h, dtype=np.int64)  # writable copies
+        else:
+            g = np.zeros(n_rows, dtype=np.int64)
+            h = np.zeros(n_rows, dtype=np.int64)
+            g[rows], h[rows] = msg.g, msg.h
         self.columns.begin_tree(EncodedGradients(g, h, GradientCodec(msg.frac_bits)))
         self._open_tree(msg.tree, rows)
         return Ack()
