@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DataError
+from .compiled import ON_HOST
 
-if "__file__" in globals():  # a host: compiled (``row_kernels``); an enclave runs source: numpy
+if ON_HOST:  # compiled kernels (``compiled``); an enclave keeps numpy
     from .row_kernels import masked_totals, node_totals
 else:
     masked_totals = node_totals = None

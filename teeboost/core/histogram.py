@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .compiled import ON_HOST
 from .gradients import EncodedGradients
 from .nodes import NodeRows
 from .packed import PackedInts
@@ -24,10 +25,10 @@ CHANNELS = 3
 #: Rows summed per pass: bounds the gathered gradients and bins to a few MB.
 ROW_BLOCK = 1 << 16
 
-if "__file__" in globals():  # a host: the compiled kernel, cached on disk (``histogram_kernel``)
+if ON_HOST:  # compiled kernels (``compiled``); an enclave keeps numpy
     from .histogram_kernel import sum_node, sum_node_aligned
-else:  # an enclave's measured loader runs source: a compile per launch (0.3-0.45 s a kernel) would
-    sum_node = sum_node_aligned = None  # cost more than it saves at small sizes, so numpy sums here
+else:
+    sum_node = sum_node_aligned = None
 
 
 @dataclass(frozen=True)

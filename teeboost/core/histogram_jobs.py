@@ -111,7 +111,7 @@ class ShardedHistogramBuilder(HistogramBuilder):
             return super()._sum_nodes(build, nodes, outs)
         big = [node for node in build if nodes.size(node) >= self.min_job_rows]
         sums = dict(zip(big, self._sum_many([nodes.rows(node) for node in big])))
-        return {node: sums[node] if node in sums else self.sum_rows(nodes.rows(node)) for node in build}
+        return {node: sums[node] if node in sums else self.sum_rows(nodes.rows(node), out=outs[node]) for node in build}
 
     def _sum_many(self, row_sets: list[np.ndarray]) -> list[np.ndarray]:
         """Histograms of several row sets, every set's jobs in one map over the pool."""

@@ -15,14 +15,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .compiled import ON_HOST
+
 from .row_kernels import checked_rows
 
 __all__ = ["sum_node", "sum_node_aligned"]
 
-_CACHE = "__file__" in globals()
 
 
-@numba.njit(cache=_CACHE, nogil=True)
+@numba.njit(cache=ON_HOST, nogil=True)
 def _sum(bins, rows, g, h, aligned, out):
     """``g``, ``h`` indexed by dataset row (a tree's gradients, zero outside its sample), or
     ``aligned`` with ``rows`` (each node carries its own)."""

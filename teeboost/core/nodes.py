@@ -10,12 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ProtocolError
+from .compiled import ON_HOST
 from .packed import PackedInts
 
 __all__ = ["NodeRows"]
 
 
-if "__file__" in globals():  # a host: compiled (``row_kernels``); an enclave runs source: numpy
+if ON_HOST:  # compiled kernels (``compiled``); an enclave keeps numpy
     from .row_kernels import split_rows
 else:
     split_rows = None

@@ -11,12 +11,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .compiled import ON_HOST
+
 __all__ = ["node_totals", "masked_totals", "split_rows", "checked_rows"]
 
-_CACHE = "__file__" in globals()
 
 
-@numba.njit(cache=_CACHE, nogil=True)
+@numba.njit(cache=ON_HOST, nogil=True)
 def first_outside(rows, n_rows):
     """The first row outside [0, n_rows), or -1: a compiled kernel does not check its indices,
     so a row outside would read memory instead of raising as numpy does."""
@@ -26,7 +27,7 @@ def first_outside(rows, n_rows):
     return -1
 
 
-@numba.njit(cache=_CACHE, nogil=True)
+@numba.njit(cache=ON_HOST, nogil=True)
 def _totals(g, h, rows):
     total_g = np.int64(0)
     total_h = np.int64(0)
@@ -36,7 +37,7 @@ def _totals(g, h, rows):
     return total_g, total_h
 
 
-@numba.njit(cache=_CACHE, nogil=True)
+@numba.njit(cache=ON_HOST, nogil=True)
 def _masked_totals(g, h, rows, chosen):
     total_g = np.int64(0)
     total_h = np.int64(0)
@@ -47,7 +48,7 @@ def _masked_totals(g, h, rows, chosen):
     return total_g, total_h
 
 
-@numba.njit(cache=_CACHE, nogil=True)
+@numba.njit(cache=ON_HOST, nogil=True)
 def _split(values, went_left, left, right):
     a = 0
     b = 0

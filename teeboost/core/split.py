@@ -32,14 +32,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .compiled import ON_HOST
 from .gradients import GradientCodec
 
 if TYPE_CHECKING:  # enclaves measure this module; they must not load the configuration code
     from ..config import BoostParams
 
-if "__file__" in globals():  # a host: the compiled search, cached on disk (``split_kernel``)
+if ON_HOST:  # compiled kernels (``compiled``); an enclave keeps numpy
     from .split_kernel import best_candidates
-else:  # an enclave runs this module from source: numpy, not a compile per launch
+else:
     best_candidates = None
 
 __all__ = ["SplitCriteria", "SplitInfo", "NodeBest", "best_splits", "pick_global_best", "split_gains", "left_sums",

@@ -17,19 +17,20 @@ import math
 import numba
 import numpy as np
 
+from .compiled import ON_HOST
+
 __all__ = ["best_candidates"]
 
-_CACHE = "__file__" in globals()
 
 
-@numba.njit(cache=_CACHE, nogil=True, error_model="numpy")  # x / 0 is inf or nan, as in numpy
+@numba.njit(cache=ON_HOST, nogil=True, error_model="numpy")  # x / 0 is inf or nan, as in numpy
 def _score(g, h, reg_lambda, reg_alpha):
     if reg_alpha != 0.0:
         g = np.sign(g) * max(abs(g) - reg_alpha, 0.0)
     return g * g / (h + reg_lambda)
 
 
-@numba.njit(cache=_CACHE, nogil=True, error_model="numpy")  # x / 0 is inf or nan, as in numpy
+@numba.njit(cache=ON_HOST, nogil=True, error_model="numpy")  # x / 0 is inf or nan, as in numpy
 def _best(hist, n_value_bins, sampled, scale, reg_lambda, reg_alpha, min_child_weight, min_samples_leaf, threshold,
           gains, indices):
     n_nodes, n_features, width, _ = hist.shape
