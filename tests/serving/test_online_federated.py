@@ -144,6 +144,7 @@ def test_a_passive_data_change_is_seen_and_a_restart_is_survived(federation):
         scorer.close()
 
 
+@pytest.mark.serial  # a refusal drops the session: the next score waits for a new one within one timeout
 def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
     """A passive party's daily bits per row are one budget whichever way a row is scored: with
     8-bit outputs and 16 bits a day, a row scored online with two different active inputs has
