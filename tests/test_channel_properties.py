@@ -150,3 +150,20 @@ def test_unknown_session_must_start_at_one():
         assert log == []
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("size", [0, 1, 1 << 20, 3 * (1 << 20) + 5])
+def test_a_record_opened_in_place_is_the_plaintext_and_a_flipped_bit_is_refused(size):
+    """``open_in_place`` decrypts over the record itself, a MiB at a time (records past a chunk
+    and ragged ones too), and still checks the tag: one flipped bit anywhere is refused."""
+    message = os.urandom(size)
+    sender, receiver = channel_pair()
+    record = bytearray(sender.seal(message))
+    opened = receiver.open_in_place(record)
+    assert bytes(opened) == message
+    for where in ({0, size // 2, size - 1} if size else {0}):
+        sender, receiver = channel_pair()
+        record = bytearray(sender.seal(message))
+        record[len(record) - 17 - where if size else -1] ^= 4
+        with pytest.raises(IntegrityError):
+            receiver.open_in_place(record)

@@ -28,6 +28,7 @@ from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -105,6 +106,7 @@ class SecureChannel:
         self.handshake_hash = handshake_hash  # SHA-256 of the whole handshake, the same at both ends
         self._send = AESGCM(send_key)
         self._recv = AESGCM(recv_key)
+        self._recv_key = recv_key
         self._send_seq = 0
         self._recv_seq = 0
         self._peer_closed = False
@@ -146,7 +148,7 @@ class SecureChannel:
         """``open`` that decrypts the record in its own buffer (the plaintext overwrites the
         ciphertext, whose tag was checked): a large record never exists twice. Returns a view
         of ``record``."""
-        return self._open(record, in_place=hasattr(self._recv, "decrypt_into"))
+        return self._open(record, in_place=True)
 
     def _open(self, record, in_place: bool):
         if self._peer_closed or len(record) < _SEQ.size + _TAG:
@@ -159,7 +161,7 @@ class SecureChannel:
         try:
             if in_place:
                 data = body[:len(body) - _TAG]
-                self._recv.decrypt_into(nonce, body, header, data)
+                _decrypt_in_place(self._recv_key, nonce, header, data, bytes(body[len(body) - _TAG:]))
             else:
                 data = self._recv.decrypt(nonce, body, header)
         except InvalidTag:
@@ -174,6 +176,23 @@ class SecureChannel:
         """The peer's stream must have ended with its close record (else it was truncated)."""
         if not self._peer_closed:
             raise IntegrityError()
+
+
+_CHUNK = 1 << 20
+
+
+def _decrypt_in_place(key: bytes, nonce: bytes, header: bytes, data: memoryview, tag: bytes) -> None:
+    """AES-GCM decryption of ``data`` over itself, a MiB at a time through one scratch buffer
+    (cryptography 51 refuses ``decrypt_into`` a buffer that overlaps what it reads): a large
+    record never exists twice. The tag is checked at the end (InvalidTag), and a record that
+    fails it is thrown away by the caller, half decrypted."""
+    decryptor = Cipher(algorithms.AES(key), modes.GCM(nonce, tag)).decryptor()
+    decryptor.authenticate_additional_data(header)
+    scratch = memoryview(bytearray(min(len(data), _CHUNK) + 15))  # update_into wants a block's slack
+    for at in range(0, len(data), _CHUNK):
+        done = decryptor.update_into(data[at:at + _CHUNK], scratch)
+        data[at:at + done] = scratch[:done]  # GCM is a stream mode: a chunk's plaintext is as long as it
+    decryptor.finalize()
 
 
 def _derive(shared: bytes, transcript: bytes, key_bytes: int) -> tuple[bytes, bytes]:
