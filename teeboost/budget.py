@@ -187,7 +187,7 @@ class SealedLedgerFile:
         self._online_lock = threading.Lock()
         self._online_fd: int | None = None
         self._unsynced: int | None = None  # the version of the last record written, not yet synced
-        self._synced_at = 0.0
+        self._synced_at = float("-inf")  # never: the first record syncs at once, whatever the uptime
         self._timer: threading.Timer | None = None
         self._closed = False
 
