@@ -20,7 +20,7 @@ def test_the_scan_returns_the_rows_at_the_handles(k):
     expected = np.zeros((k, 3), dtype=np.uint64)
     inside = (handles >= 0) & (handles < n)
     expected[inside] = words[handles[inside]]
-    assert np.array_equal(scan(words, handles), expected)
+    assert np.array_equal(scan(np.ascontiguousarray(words.T), handles), expected)
 
 
 @pytest.mark.parametrize("threads, k", [(2, 3), (3, 21), (4, 9)])
@@ -37,11 +37,12 @@ def test_a_large_table_is_scanned_by_threads_whose_rows_depend_on_its_size_alone
     assert all(a % BLOCK_ROWS == 0 and a < b for a, b in runs) and all(x[1] == y[0] for x, y in zip(runs, runs[1:]))
     rng = np.random.default_rng(7)
     words = rng.integers(0, 2**63, size=(n, 2), dtype=np.int64).astype(np.uint64)
+    columns = np.ascontiguousarray(words.T)
     seen = []
     for name in ("_scan4", "_scan8"):
         kernel = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda w, q, out, kernel=kernel: (seen.append((w.shape, q.size)),
-                                                                            kernel(w, q, out)))
+        monkeypatch.setattr(module, name, lambda c, q, out, kernel=kernel: (seen.append((c.shape, q.size)),
+                                                                            kernel(c, q, out)))
     edges = np.array([a for a, _ in runs[1:]] + [b - 1 for _, b in runs] + [-1, n, 0, 1, 5, 9, 13, 17, n - 1] * 3,
                      dtype=np.int64)[:k]
     calls = []
@@ -50,9 +51,10 @@ def test_a_large_table_is_scanned_by_threads_whose_rows_depend_on_its_size_alone
         expected = np.zeros((handles.size, 2), dtype=np.uint64)
         inside = (handles >= 0) & (handles < n)
         expected[inside] = words[handles[inside]]
-        assert np.array_equal(module.scan(words, handles), expected)
+        assert np.array_equal(module.scan(columns, handles), expected)
         calls.append(sorted(seen))
-    assert calls[0] == calls[1] and len(calls[0]) == threads  # the same runs and sizes for other handles
+    # the same runs and sizes for other handles, each column of each run once
+    assert calls[0] == calls[1] and len(calls[0]) == threads * 2
 
 
 _COMPILED = """
@@ -68,7 +70,7 @@ after_load = compiled()
 words = np.arange(3 * module.BLOCK_ROWS * width, dtype=np.uint64).reshape(-1, width)
 for k in (1, 4, 5, 8, 20):
     handles = np.arange(k, dtype=np.int64) * 7
-    assert np.array_equal(module.scan(words, handles), words[handles])
+    assert np.array_equal(module.scan(np.ascontiguousarray(words.T), handles), words[handles])
 print(json.dumps([before, after_load, compiled()]))
 """
 

@@ -13,7 +13,8 @@ every one of its split records (a numeric value's code is how many of the featur
 lie below it; a category's code is the category; missing is all ones), and ``decode`` turns
 codes back into values that each record sends the same way as the raw ones (a threshold
 itself, +inf above all of them). The row's ledger key (the first 8 bytes of its keyed hash)
-travels with it. At 1e6 rows of 5 columns that is 2 words a row, 16 MB per scan.
+travels with it. At 1e6 rows of 5 columns that is 2 words a row, 16 MB per scan, stored a
+column (of words) at a time.
 """
 
 from __future__ import annotations
@@ -34,76 +35,65 @@ BLOCK_ROWS = 2048
 
 
 @numba.njit(cache=False, nogil=True)  # the measured loader reads source, not files: compiled per enclave
-def _scan4(words: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
-    """Four queries per pass over a block (``queries`` padded with -1, which matches no row).
-    ``_scan8`` unrolled to four: one customer, the common online request, scans 1e6 rows in
-    1.50 ms here against 1.84 ms with eight (a hand run, one thread, this machine, 2026-11-27)."""
-    n_rows, width = words.shape
+def _scan4(column: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
+    """Four queries per pass over a block of one column (``queries`` padded with -1, which
+    matches no row): one customer, the common online request, pays for four, not eight."""
     zero = np.uint64(0)
-    for start in range(0, n_rows, BLOCK_ROWS):
-        stop = min(start + BLOCK_ROWS, n_rows)
+    for start in range(0, column.size, BLOCK_ROWS):
+        stop = min(start + BLOCK_ROWS, column.size)
         for j in range(0, queries.size, 4):
             q0, q1, q2, q3 = queries[j], queries[j + 1], queries[j + 2], queries[j + 3]
-            for w in range(width):
-                a0 = zero
-                a1 = zero
-                a2 = zero
-                a3 = zero
-                for i in range(start, stop):
-                    value = words[i, w]
-                    a0 |= value & (zero - np.uint64(q0 == i))
-                    a1 |= value & (zero - np.uint64(q1 == i))
-                    a2 |= value & (zero - np.uint64(q2 == i))
-                    a3 |= value & (zero - np.uint64(q3 == i))
-                out[w, j] |= a0
-                out[w, j + 1] |= a1
-                out[w, j + 2] |= a2
-                out[w, j + 3] |= a3
+            a0 = a1 = a2 = a3 = zero
+            for i in range(start, stop):
+                value = column[i]
+                a0 |= value & (zero - np.uint64(q0 == i))
+                a1 |= value & (zero - np.uint64(q1 == i))
+                a2 |= value & (zero - np.uint64(q2 == i))
+                a3 |= value & (zero - np.uint64(q3 == i))
+            out[j] |= a0
+            out[j + 1] |= a1
+            out[j + 2] |= a2
+            out[j + 3] |= a3
 
 
 @numba.njit(cache=False, nogil=True)
-def _scan8(words: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
-    """Eight queries per pass over a block (``queries`` padded with -1)."""
-    n_rows, width = words.shape
+def _scan8(column: np.ndarray, queries: np.ndarray, out: np.ndarray) -> None:
+    """Eight queries per pass over a block of one column (``queries`` padded with -1)."""
     zero = np.uint64(0)
-    for start in range(0, n_rows, BLOCK_ROWS):
-        stop = min(start + BLOCK_ROWS, n_rows)
+    for start in range(0, column.size, BLOCK_ROWS):
+        stop = min(start + BLOCK_ROWS, column.size)
         for j in range(0, queries.size, 8):
             q0, q1, q2, q3 = queries[j], queries[j + 1], queries[j + 2], queries[j + 3]
             q4, q5, q6, q7 = queries[j + 4], queries[j + 5], queries[j + 6], queries[j + 7]
-            for w in range(width):
-                a0 = zero
-                a1 = zero
-                a2 = zero
-                a3 = zero
-                a4 = zero
-                a5 = zero
-                a6 = zero
-                a7 = zero
-                for i in range(start, stop):
-                    value = words[i, w]
-                    a0 |= value & (zero - np.uint64(q0 == i))
-                    a1 |= value & (zero - np.uint64(q1 == i))
-                    a2 |= value & (zero - np.uint64(q2 == i))
-                    a3 |= value & (zero - np.uint64(q3 == i))
-                    a4 |= value & (zero - np.uint64(q4 == i))
-                    a5 |= value & (zero - np.uint64(q5 == i))
-                    a6 |= value & (zero - np.uint64(q6 == i))
-                    a7 |= value & (zero - np.uint64(q7 == i))
-                out[w, j] |= a0
-                out[w, j + 1] |= a1
-                out[w, j + 2] |= a2
-                out[w, j + 3] |= a3
-                out[w, j + 4] |= a4
-                out[w, j + 5] |= a5
-                out[w, j + 6] |= a6
-                out[w, j + 7] |= a7
+            a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
+            for i in range(start, stop):
+                value = column[i]
+                a0 |= value & (zero - np.uint64(q0 == i))
+                a1 |= value & (zero - np.uint64(q1 == i))
+                a2 |= value & (zero - np.uint64(q2 == i))
+                a3 |= value & (zero - np.uint64(q3 == i))
+                a4 |= value & (zero - np.uint64(q4 == i))
+                a5 |= value & (zero - np.uint64(q5 == i))
+                a6 |= value & (zero - np.uint64(q6 == i))
+                a7 |= value & (zero - np.uint64(q7 == i))
+            out[j] |= a0
+            out[j + 1] |= a1
+            out[j + 2] |= a2
+            out[j + 3] |= a3
+            out[j + 4] |= a4
+            out[j + 5] |= a5
+            out[j + 6] |= a6
+            out[j + 7] |= a7
 
 
-def scan(words: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """(rows, width) uint64 table, k handles -> (k, width) the rows at those handles, every row
-    of the table read for each group of four or eight handles (which kernel, and how many
-    passes, depends on k alone). A handle outside the table selects nothing (all zeros).
+def scan(columns: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """(width, rows) uint64 table, stored a column at a time, k handles -> (k, width) the rows
+    at those handles, every row of every column read for each group of four or eight handles
+    (which kernel, and how many passes, depends on k alone). A handle outside the table selects
+    nothing (all zeros).
+
+    A column at a time, each contiguous: a row-major table of two words cost 29.3 ms for 96
+    handles at 1e6 rows, its two columns 16.4 ms (one thread, this machine, 2026-12-07).
 
     Tables of ``PARALLEL_ROWS`` rows or more are cut into ``threads()`` equal runs of whole
     blocks, each scanned by its own thread (the kernels release the GIL) for every handle,
@@ -113,16 +103,21 @@ def scan(words: np.ndarray, queries: np.ndarray) -> np.ndarray:
     group = 4 if k <= 4 else 8
     padded = np.full(max(group, -(-k // group) * group), -1, dtype=np.int64)
     padded[:k] = np.asarray(queries, dtype=np.int64)
-    table = np.ascontiguousarray(words, dtype=np.uint64)
+    table = np.ascontiguousarray(columns, dtype=np.uint64)
     kernel = _scan4 if group == 4 else _scan8
-    runs = row_runs(table.shape[0])
-    outs = [np.zeros((table.shape[1], padded.size), dtype=np.uint64) for _ in runs]
-    # a handle below a run's start goes negative, one past its end stays past it: neither matches
-    jobs = [(table[a:b], np.where(padded >= 0, padded - a, -1), out) for (a, b), out in zip(runs, outs)]
-    if len(jobs) == 1:
-        kernel(*jobs[0])
+    runs = row_runs(table.shape[1])
+    outs = [np.zeros((table.shape[0], padded.size), dtype=np.uint64) for _ in runs]
+
+    def run(a: int, b: int, out: np.ndarray) -> None:
+        # a handle below a run's start goes negative, one past its end stays past it: neither matches
+        shifted = np.where(padded >= 0, padded - a, -1)
+        for c in range(table.shape[0]):
+            kernel(table[c, a:b], shifted, out[c])
+
+    if len(runs) == 1:
+        run(*runs[0], outs[0])
     else:
-        for future in [_pool().submit(kernel, *job) for job in jobs]:
+        for future in [_pool().submit(run, a, b, out) for (a, b), out in zip(runs, outs)]:
             future.result()
     out = outs[0]
     for other in outs[1:]:
@@ -135,7 +130,7 @@ def compile_kernels(width: int) -> None:
     compiles a kernel at its first call: the eight-wide one took about 200 ms at the first batch
     of more than four rows, which 20 requests waited for (the p99 of a serving run at 1e6 ids,
     benchmarks/serving.py, 2026-11-27); a one-row table has the same types as the real one."""
-    tiny = np.zeros((1, width), dtype=np.uint64)
+    tiny = np.zeros((width, 1), dtype=np.uint64)
     for k in (4, 8):
         scan(tiny, np.full(k, -1, dtype=np.int64))
 
@@ -198,20 +193,21 @@ class CodeTable:
         packed = np.zeros((n, self.code_words * per_word), dtype=self.code_type)
         packed[:, :f] = codes
         key = np.ascontiguousarray(np.asarray(keys, dtype=np.uint8)[:, :KEY_BYTES])
-        self.words = np.ascontiguousarray(np.hstack([packed.view(np.uint64), key.view(np.uint64)]))
+        # stored a column at a time, as ``scan`` reads it
+        self.columns = np.ascontiguousarray(np.hstack([packed.view(np.uint64), key.view(np.uint64)]).T)
 
     @property
     def n_rows(self) -> int:
-        return self.words.shape[0]
+        return self.columns.shape[1]
 
     def rows(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values that route as the raw rows do, (k, KEY_BYTES) ledger keys) of the rows at ``handles``."""
-        return self._unpacked(scan(self.words, handles))
+        return self._unpacked(scan(self.columns, handles))
 
     def rows_known(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``rows`` for handles the host already knows (N-TEE: it charged them): read directly,
         since the pages touched tell it nothing new."""
-        return self._unpacked(self.words[np.asarray(handles, dtype=np.int64)])
+        return self._unpacked(np.ascontiguousarray(self.columns[:, np.asarray(handles, dtype=np.int64)].T))
 
     def _unpacked(self, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         codes = np.ascontiguousarray(found[:, :self.code_words]).view(self.code_type)[:, :self.n_features]

@@ -192,7 +192,7 @@ def ecall_online_table(rt, payload):
     if counted and np.unique(np.ascontiguousarray(keys[:, :8]).view(np.uint64)).size != keys.shape[0]:
         raise ProtocolError("refused: two rows share a ledger key (each row is charged under its own)")
     codes = CodeTable(np.ascontiguousarray(msg.raw, dtype=np.float64), keys, records[1], records[2], records[4])
-    compile_kernels(codes.words.shape[1])  # now, not at the first request
+    compile_kernels(codes.columns.shape[0])  # now, not at the first request
     compile_spending()
     codes.rows(np.zeros(0, dtype=np.int64))  # and the scan threads started
     gc.collect()  # the compiler's objects and the table stay out of full collections during requests
