@@ -34,6 +34,7 @@ import numpy as np
 
 from .compiled import ON_HOST
 from .gradients import GradientCodec
+from .split_sparse import best_candidates_numpy
 
 if TYPE_CHECKING:  # enclaves measure this module; they must not load the configuration code
     from ..config import BoostParams
@@ -245,11 +246,12 @@ def best_splits(
     each node) apply monotone constraints (``teeboost.core.constraints``).
     """
     n_nodes, n_features, width, _ = hist.shape
-    if (best_candidates is not None and (categorical is None or not np.any(categorical)) and allowed is None
+    search = best_candidates or best_candidates_numpy  # the common case: compiled on hosts, sparse numpy in enclaves
+    if (search is not None and (categorical is None or not np.any(categorical)) and allowed is None
             and (directions is None or not np.any(directions)) and criteria.max_delta_step == 0
             and not criteria.monotone):
-        gains, indices = best_candidates(hist, n_value_bins, codec.frac_bits, criteria,
-                                         np.ones(n_features, dtype=bool) if sampled is None else sampled)
+        usable = np.ones(n_features, dtype=bool) if sampled is None else sampled
+        gains, indices = search(hist, n_value_bins, codec.frac_bits, criteria, usable)
         return [_node_best(float(gain), int(index), width) for gain, index in zip(gains, indices)]
     values = hist[:, :, : width - 1, :]
     missing = hist[:, :, width - 1, :]  # (nodes, features, 3)

@@ -56,9 +56,10 @@ def test_ties_go_to_the_first_candidate_and_lowest_party():
     assert pick_global_best([(1, NodeBest(-np.inf, -1, -1, False))]) is None
 
 
-def test_the_compiled_split_search_finds_numpys_gain_and_winner_to_the_last_bit(monkeypatch):
-    """``split_kernel`` scores the common case by numpy's formula, in its order: every gain and
-    winner equal, also with lambda 0 (0/0 and x/0 candidates), L1, empty bins and ties."""
+def test_the_compiled_and_sparse_split_searches_find_numpys_gain_and_winner_to_the_last_bit(monkeypatch):
+    """``split_kernel`` (hosts) and ``split_sparse`` (enclaves: the non-empty bins only) score
+    the common case by numpy's formula, in its order: every gain and winner equal to scoring
+    every candidate, also with lambda 0 (0/0 and x/0 candidates), L1, empty bins and ties."""
     import teeboost.core.split as split
     from teeboost.core.gradients import GradientCodec
 
@@ -81,10 +82,28 @@ def test_the_compiled_split_search_finds_numpys_gain_and_winner_to_the_last_bit(
         codec = GradientCodec(int(rng.choice([10, 20, 30])))
         sampled = rng.random(n_features) < 0.8 if trial % 2 else None
         compiled = split.best_splits(hist, n_value_bins, codec, criteria, None, sampled)
-        with monkeypatch.context() as m:
-            m.setattr(split, "best_candidates", None)
-            with np.errstate(all="ignore"):
-                reference = split.best_splits(hist, n_value_bins, codec, criteria, None, sampled)
-        assert compiled == reference, trial
+        with monkeypatch.context() as m, np.errstate(all="ignore"):
+            m.setattr(split, "best_candidates", None)  # as in an enclave: the sparse numpy search
+            sparse = split.best_splits(hist, n_value_bins, codec, criteria, None, sampled)
+            m.setattr(split, "best_candidates_numpy", None)  # every candidate scored
+            reference = split.best_splits(hist, n_value_bins, codec, criteria, None, sampled)
+        assert compiled == reference and sparse == reference, trial
         compared += sum(best.valid for best in reference)
     assert compared > 500  # most nodes had a split to agree on
+
+
+def test_the_sparse_search_keeps_bin_zero_when_it_is_empty(monkeypatch):
+    """With bin 0 empty, its cut with missing values sent left (missing alone on the left) may
+    be the best split: the sparse search, which skips empty bins, still scores bin 0. A node
+    with no valid split is -inf in both."""
+    import teeboost.core.split as split
+
+    node = hist([(1, 50, 10, 10), (2, 40, 10, 10), (3, -90, 10, 10)])  # bin 3 is the missing bin
+    nothing = hist([(1, 1, 1, 1)])
+    both = np.concatenate([node, nothing])
+    criteria = SplitCriteria(reg_lambda=1.0, min_child_weight=0.0, min_samples_leaf=1)
+    monkeypatch.setattr(split, "best_candidates", None)
+    sparse = split.best_splits(both, np.array([3]), CODEC, criteria)
+    monkeypatch.setattr(split, "best_candidates_numpy", None)
+    assert sparse == split.best_splits(both, np.array([3]), CODEC, criteria)
+    assert (sparse[0].feature, sparse[0].bin, sparse[0].default_left) == (0, 0, True) and not sparse[1].valid
