@@ -258,3 +258,65 @@ def test_rows_cannot_be_moved_from_training_to_validation(small_credit):
             train_local(active, passives, PARAMS, "strict", options=SIMULATED)
     finally:
         strict_module.StrictActive.fit = original
+
+
+def test_a_checkpoints_published_trees_are_the_published_ensembles_text_as_trees_come_change_and_go():
+    """A strict checkpoint turns each finished tree into JSON once (``PublishedTrees``): its text
+    is ``published_ensemble``'s, byte for byte, as trees are added, when one changes in place
+    (it is turned into JSON again), and when an early stop drops the last ones."""
+    import json
+
+    from teeboost.core.model import Ensemble
+    from teeboost.core.tree import Tree
+    from teeboost.protocols.strict.enclave.trainer import PublishedTrees, published_ensemble
+
+    def tree(value: float) -> Tree:
+        t = Tree()
+        left, right = t.add_split(0, 1, 7, 3.5)
+        t.value[left], t.value[right] = value, -value
+        t.cover = [2.0, 1.0, 1.0]
+        return t
+
+    ensemble = Ensemble(objective="binary", base_margin=np.array([0.25]), trees=[], classes=[0, 1], best_score=0.9)
+    published = PublishedTrees()
+    for value in (0.5, 0.25, 0.125):
+        ensemble.trees.append(tree(value))
+        assert published.text(ensemble) == json.dumps(published_ensemble(ensemble))
+    ensemble.trees[1].value[1] = 9.0  # changed in place
+    assert published.text(ensemble) == json.dumps(published_ensemble(ensemble))
+    del ensemble.trees[2:]
+    assert published.text(ensemble) == json.dumps(published_ensemble(ensemble))
+    assert '"gain": [0.0, 0.0, 0.0]' in published.text(ensemble) and "0.9" not in published.text(ensemble)
+
+
+def test_the_oblivious_partition_sends_each_row_where_its_positions_split_sends_it():
+    """``go_left_all`` picks each position's column by arithmetic, not by index: row by row it
+    agrees with the rule read straight off the split (threshold or category mask, missing to
+    its default side), for positions not split here, features out of range and any dtype."""
+    from teeboost.protocols.strict.enclave.oblivious import go_left_all
+
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        n, n_features, width = int(rng.integers(1, 200)), int(rng.integers(1, 6)), int(rng.choice([4, 33, 257]))
+        bins = rng.integers(0, width, (n_features, n)).astype(np.uint8 if width < 256 else np.uint16)
+        k_max = int(rng.integers(1, 20))
+        positions = rng.integers(-1, k_max, n)
+        features = rng.integers(-1, n_features + 1, k_max)
+        categorical = rng.random(n_features) < 0.4
+        masks = np.array([categorical[f] if 0 <= f < n_features else False for f in features])
+        # a threshold below the missing bin, or a mask of categories
+        split_bins = np.where(masks, rng.integers(0, 2**40, k_max), rng.integers(-1, width - 1, k_max))
+        default_left, mine = rng.random(k_max) < 0.5, rng.random(k_max) < 0.7
+        expected = np.zeros(n, dtype=bool)
+        for i, k in enumerate(positions):
+            if k < 0 or not mine[k] or not 0 <= features[k] < n_features:
+                continue
+            value = int(bins[features[k], i])
+            if value == width - 1:
+                expected[i] = default_left[k]
+            elif categorical[features[k]]:
+                expected[i] = bool((int(split_bins[k]) >> min(value, 63)) & 1) if split_bins[k] >= 0 else False
+            else:
+                expected[i] = value <= split_bins[k]
+        got = go_left_all(bins, positions, width - 1, features, split_bins, default_left, mine, categorical)
+        assert np.array_equal(got, expected), trial

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ProtocolError
 from .compiled import ON_HOST
-from .packed import PackedInts
+from .packed import PackedInts, select
 
 __all__ = ["NodeRows"]
 
@@ -185,7 +185,10 @@ class NodeRows:
         """(left part, right part) as views of ``array``, reordered left part first."""
         items = array.items if isinstance(array, PackedInts) else array
         n_left = int(np.count_nonzero(went_left))
-        left, right = items[went_left], items[went_right]
+        if items.dtype.kind == "V":  # packed items: gathered as rows of bytes
+            left, right = select(items, went_left), select(items, went_right)
+        else:
+            left, right = items[went_left], items[went_right]
         items[:n_left], items[n_left:] = left, right
         del left, right
         return array[:n_left], array[n_left:]

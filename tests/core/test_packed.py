@@ -33,3 +33,20 @@ def test_packed_buffer_of_the_wrong_size_is_refused():
         PackedInts.from_buffer(np.zeros(11, dtype=np.uint8), 5, 2)
     with pytest.raises(ProtocolError, match="do not hold"):
         PackedInts.from_buffer(np.zeros(9, dtype=np.uint8), 9, 1)
+
+
+@pytest.mark.parametrize("largest", [2**7, 2**30, 2**62])
+def test_a_total_over_several_blocks_is_exact_and_a_mask_of_another_length_is_refused(largest):
+    """``total`` sums each byte field a block at a time: across blocks and from a view that starts
+    inside the array, it is numpy's int64 sum (wrapping past int64, as numpy's does)."""
+    from teeboost.core.packed import BLOCK
+
+    rng = np.random.default_rng(3)
+    values = rng.integers(-largest, largest, 2 * BLOCK + 777)
+    packed = PackedInts.pack(values)
+    assert packed.total() == int(values.sum())
+    assert packed[1001:].total() == int(values[1001:].sum())
+    mask = rng.random(values.size) < 0.5
+    assert packed[mask].total() == int(values[mask].sum())
+    with pytest.raises(IndexError):
+        packed[mask[:-1]]

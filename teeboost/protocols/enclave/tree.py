@@ -47,6 +47,7 @@ class _NodeValues:
 
     def __init__(self, g: PackedInts, h: PackedInts) -> None:
         self._values = {0: (g, h)}
+        self._lefts: dict[int, tuple] = {}  # node -> (mask, g, h) of its left child, from ``left_sums``
 
     def __contains__(self, node: int) -> bool:
         return node in self._values
@@ -59,13 +60,20 @@ class _NodeValues:
         return np.array([g.total(), h.total(), g.size], dtype=np.int64)
 
     def left_sums(self, node: int, went_left: np.ndarray) -> np.ndarray:
+        """The left child's (G, H, count); its g and h are kept for ``split`` of the same mask
+        (checked before any split, then split: gathered once, not twice)."""
         g, h = self._get(node)
-        return np.array([g[went_left].total(), h[went_left].total(), np.count_nonzero(went_left)], dtype=np.int64)
+        left = (went_left, g[went_left], h[went_left])
+        self._lefts[node] = left
+        return np.array([left[1].total(), left[2].total(), np.count_nonzero(went_left)], dtype=np.int64)
 
     def split(self, node: int, left: int, right: int, went_left: np.ndarray) -> None:
         g, h = self._values.pop(node)
         went_right = ~went_left
-        self._values[left] = (g[went_left], h[went_left])
+        mask, g_left, h_left = self._lefts.pop(node, (None, None, None))
+        if mask is not went_left:
+            g_left, h_left = g[went_left], h[went_left]
+        self._values[left] = (g_left, h_left)
         self._values[right] = (g[went_right], h[went_right])
 
     def _get(self, node: int) -> tuple[PackedInts, PackedInts]:

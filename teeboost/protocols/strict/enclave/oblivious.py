@@ -64,20 +64,25 @@ def go_left_all(bins: np.ndarray, positions: np.ndarray, missing_bin: int, featu
     """bool (rows,): does each row go left at the split of its position? Only positions where
     ``mine`` is set contribute. Every position reads every feature column and evaluates both
     the threshold and the category-mask rule, so neither which positions split, nor on which
-    feature, nor of which kind shows in the accesses."""
+    feature, nor of which kind shows in the accesses: the split's column is picked by adding
+    every column times 0 or 1, then both rules are evaluated on it once (each rule on every
+    column was 2.5x the passes over the rows)."""
+    n_features = bins.shape[0]
     out = np.zeros(positions.size, dtype=bool)
-    categorical = np.zeros(bins.shape[0], dtype=bool) if categorical is None else categorical
-    shifts = np.minimum(bins, 63).astype(np.uint64)
+    categorical = np.zeros(n_features, dtype=bool) if categorical is None else np.asarray(categorical, dtype=bool)
+    column = np.empty(positions.size, dtype=np.int64)
     for k in range(mine.size):
-        rule = np.zeros(positions.size, dtype=bool)
+        pick = np.arange(n_features) == features[k]  # a factor per column, not an index
+        column[:] = 0
+        for f in range(n_features):
+            column += bins[f] * np.int64(pick[f])
+        kind = bool(np.any(pick & categorical))
+        missing = column == missing_bin
+        threshold = column <= split_bins[k]
         mask = np.uint64(max(int(split_bins[k]), 0))
-        for f in range(bins.shape[0]):
-            column = bins[f]
-            threshold = column <= split_bins[k]
-            subset = ((mask >> shifts[f]) & np.uint64(1)).astype(bool) & (column != missing_bin)
-            here = np.where(bool(categorical[f]), subset, threshold) | ((column == missing_bin) & bool(default_left[k]))
-            rule |= here & bool(features[k] == f)
-        out |= (positions == k) & rule & bool(mine[k])
+        subset = ((mask >> np.minimum(column, 63).astype(np.uint64)) & np.uint64(1)).astype(bool) & ~missing
+        rule = np.where(kind, subset, threshold) | (missing & bool(default_left[k]))
+        out |= (positions == k) & rule & bool(mine[k]) & bool(pick.any())
     return out
 
 
