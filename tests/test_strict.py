@@ -320,3 +320,37 @@ def test_the_oblivious_partition_sends_each_row_where_its_positions_split_sends_
                 expected[i] = value <= split_bins[k]
         got = go_left_all(bins, positions, width - 1, features, split_bins, default_left, mine, categorical)
         assert np.array_equal(got, expected), trial
+
+
+def test_strict_enclaves_score_every_split_candidate_whatever_the_bins_hold(monkeypatch):
+    """The sparse split search (``core/split_sparse``) does work that follows which bins each
+    node's rows fill; strict enclaves keep accesses fixed by the histogram's shape: every call
+    of ``best_splits`` in their code asks for every candidate, and then the sparse search is
+    never reached."""
+    import ast
+    from pathlib import Path
+
+    import teeboost.core.split as split
+    from teeboost.core.gradients import GradientCodec
+    from teeboost.protocols.strict import enclave
+
+    calls = []
+    for path in Path(enclave.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "best_splits":
+                kept = {k.arg: k.value for k in node.keywords}
+                calls.append((path.name, isinstance(kept.get("every_candidate"), ast.Constant)
+                              and kept["every_candidate"].value is True))
+    assert len(calls) >= 2 and all(ok for _, ok in calls), calls
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the sparse search ran")
+
+    monkeypatch.setattr(split, "best_candidates", None)
+    monkeypatch.setattr(split, "best_candidates_numpy", refuse)
+    hist = np.zeros((2, 1, 5, 3), dtype=np.int64)
+    hist[:, 0, 1] = (4, 2, 2)
+    hist[:, 0, 3] = (-4, 2, 2)
+    best = split.best_splits(hist, np.array([4]), GradientCodec(0), split.SplitCriteria(min_samples_leaf=1),
+                             every_candidate=True)
+    assert all(b.valid for b in best)

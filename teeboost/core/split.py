@@ -233,6 +233,7 @@ def best_splits(
     directions: np.ndarray | None = None,
     bounds: np.ndarray | None = None,
     allowed: np.ndarray | None = None,
+    every_candidate: bool = False,
 ) -> list[NodeBest]:
     """Best split per node from int64 histograms of shape (nodes, features, width, 3).
 
@@ -243,10 +244,13 @@ def best_splits(
     marked in ``sampled`` (``sampled_features``; None: all) are candidates, and of those, per
     node, the ones ``allowed`` (bool (nodes, features): interaction constraints; None: all).
     ``directions`` (int8 per feature) and ``bounds`` ((nodes, 2) lower and upper weight of
-    each node) apply monotone constraints (``teeboost.core.constraints``).
+    each node) apply monotone constraints (``teeboost.core.constraints``). ``every_candidate``:
+    score every candidate, with shapes and accesses fixed by the histogram's shape (strict
+    enclaves: the sparse search's work follows which bins each node's rows fill).
     """
     n_nodes, n_features, width, _ = hist.shape
-    search = best_candidates or best_candidates_numpy  # the common case: compiled on hosts, sparse numpy in enclaves
+    # the common case: compiled on hosts, sparse numpy in other enclaves
+    search = None if every_candidate else best_candidates or best_candidates_numpy
     if (search is not None and (categorical is None or not np.any(categorical)) and allowed is None
             and (directions is None or not np.any(directions)) and criteria.max_delta_step == 0
             and not criteria.monotone):

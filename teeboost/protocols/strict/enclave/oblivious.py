@@ -81,7 +81,8 @@ def go_left_all(bins: np.ndarray, positions: np.ndarray, missing_bin: int, featu
         threshold = column <= split_bins[k]
         mask = np.uint64(max(int(split_bins[k]), 0))
         subset = ((mask >> np.minimum(column, 63).astype(np.uint64)) & np.uint64(1)).astype(bool) & ~missing
-        rule = np.where(kind, subset, threshold) | (missing & bool(default_left[k]))
+        # both rules read in full, whichever kind the split is (np.where on a scalar reads one)
+        rule = (subset & kind) | (threshold & (not kind)) | (missing & bool(default_left[k]))
         out |= (positions == k) & rule & bool(mine[k]) & bool(pick.any())
     return out
 

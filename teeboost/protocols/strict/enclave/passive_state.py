@@ -117,7 +117,8 @@ class PassiveStrictState:
         self.hist = hist
         sampled = sampled_features(self.criteria, self.party, self.tree, self.n_value_bins.size)
         best = best_splits(hist, self.n_value_bins, self.codec, self.criteria, self.categorical, sampled,
-                           **scoring_limits(self.constraints, self.paths.paths, msg.bounds, msg.sets))
+                           **scoring_limits(self.constraints, self.paths.paths, msg.bounds, msg.sets),
+                           every_candidate=True)  # data-independent accesses
         n = len(best)
         sums = np.zeros((n, 3), dtype=np.int64)
         self.handles = np.frombuffer(os.urandom(8 * n), dtype=np.uint64) | np.uint64(1)
