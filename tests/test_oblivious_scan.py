@@ -89,3 +89,26 @@ def test_both_kernels_are_compiled_before_the_first_request(width):
     before, after_load, after_requests = json.loads(done.stdout)
     assert before == [0, 0] and after_load == [1, 1]
     assert after_requests == after_load  # requests of 1 to 20 rows compiled nothing more
+
+
+def test_codes_decode_to_the_thresholds_they_stand_for_without_indexing_by_them():
+    """``decode`` picks each numeric code's threshold by comparing it with every threshold
+    (an index would touch the scored row's cache line): the values are the ones an index gives,
+    +inf above every threshold, NaN for missing, the category itself for a categorical column."""
+    from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable
+
+    rng = np.random.default_rng(11)
+    raw = rng.normal(size=(400, 3))
+    raw[rng.random(raw.shape) < 0.1] = np.nan
+    raw[:, 2] = np.where(np.isnan(raw[:, 2]), np.nan, rng.integers(0, 7, 400))
+    features = np.array([0, 0, 1, 1, 1, 2, 0])
+    thresholds = np.array([-0.5, 0.25, -1.0, 0.0, 1.5, 0.0, -0.0])
+    categories = np.array([0, 0, 0, 0, 0, 9, 0])
+    table = CodeTable(raw, np.zeros((400, 16), np.uint8), features, thresholds, categories)
+    found, _ = table.rows(np.arange(400))
+    for c in range(2):
+        cuts = np.append(table.cuts[c], np.inf)
+        code = np.searchsorted(table.cuts[c], np.where(np.isnan(raw[:, c]), 0, raw[:, c]), side="left")
+        expected = np.where(np.isnan(raw[:, c]), np.nan, cuts[np.clip(code, 0, cuts.size - 1)])
+        np.testing.assert_array_equal(found[:, c], expected)
+    np.testing.assert_array_equal(found[:, 2], raw[:, 2])

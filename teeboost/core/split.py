@@ -245,8 +245,9 @@ def best_splits(
     node, the ones ``allowed`` (bool (nodes, features): interaction constraints; None: all).
     ``directions`` (int8 per feature) and ``bounds`` ((nodes, 2) lower and upper weight of
     each node) apply monotone constraints (``teeboost.core.constraints``). ``every_candidate``:
-    score every candidate, with shapes and accesses fixed by the histogram's shape (strict
-    enclaves: the sparse search's work follows which bins each node's rows fill).
+    score every candidate, in arrays of the histogram's shape (strict enclaves: the sparse
+    search's work follows which bins each node's rows fill). Reading off each winner is not
+    data-independent (a categorical winner's mask takes as many steps as its cut is long).
     """
     n_nodes, n_features, width, _ = hist.shape
     # the common case: compiled on hosts, sparse numpy in other enclaves

@@ -88,6 +88,7 @@ def test_routing_by_handle_without_blinding_is_charged_and_bounded(federation):
         channel.close()
 
 
+@pytest.mark.serial  # the refused batch's retry waits one [serving] timeout for a session attested again
 def test_a_handle_is_never_applied_to_another_versions_rows(federation):
     """The passive party's rows all move while a batch is between its lookup and its routing
     (a health check refreshed the id set meanwhile): the old handles are refused and the batch

@@ -215,6 +215,10 @@ class CodeTable:
         return self.decode(codes), keys
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
+        """Values that route as the codes do. A numeric code picks its threshold by comparison
+        with every threshold of the column, not by index: ``cuts[code]`` touched the cache line
+        of the scored row's interval among the thresholds, which a host that loaded the table
+        could match to its customers (red team, 2026-12-07)."""
         values = np.empty(codes.shape, dtype=np.float64)
         for c in range(self.n_features):
             code = codes[:, c].astype(np.int64)
@@ -223,6 +227,7 @@ class CodeTable:
                 value = code.astype(np.float64)
             else:
                 cuts = np.append(self.cuts[c], np.inf)
-                value = cuts[np.clip(code, 0, cuts.size - 1)]
+                picked = np.clip(code, 0, cuts.size - 1)[:, None] == np.arange(cuts.size)[None, :]
+                value = np.where(picked, cuts[None, :], 0.0).sum(axis=1)  # one term is the threshold, the rest 0
             values[:, c] = np.where(missing, np.nan, value)
         return values

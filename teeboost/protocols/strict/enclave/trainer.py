@@ -407,7 +407,7 @@ class PublishedTrees:
     """``published_ensemble`` for a checkpoint every round, each finished tree turned into
     JSON once: the whole ensemble each round was quadratic in the trees (1.3 of a strict
     active enclave's 12 s at 1e4 rows x 100 trees, py-spy, 2026-12-07). A tree is taken
-    from the cache only while it is the same object with the same shape and leaves."""
+    from the cache only while it is the same object with the same shape and the same printed leaves."""
 
     def __init__(self) -> None:
         self._texts: dict[int, tuple] = {}
@@ -420,7 +420,7 @@ class PublishedTrees:
         texts, seen = [], {}
         for tree in ensemble.trees:
             key = (tree.output, tuple(tree.left), tuple(tree.right), tuple(tree.party), tuple(tree.record),
-                   tuple(tree.value))
+                   repr(tree.value))  # not ==: 0.0 and -0.0, or 1 and 1.0, are equal and print differently
             kept = self._texts.get(id(tree))
             if kept is None or kept[0] is not tree or kept[1] != key:
                 kept = (tree, key, json.dumps(_withhold_statistics(json.loads(json.dumps(tree.to_dict(),
