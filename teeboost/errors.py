@@ -44,11 +44,6 @@ class Busy(ProtocolError):
     """A party is serving another session that cannot run beside this one; ask again later."""
 
 
-class RefusedInStep(ProtocolError):
-    """A peer took a request and refused it by its policy (its enclave opened the sealed
-    request, then refused it): the sessions are still in step, so they are kept."""
-
-
 class Refused(TeeboostError):
     """A party cannot serve a request for a reason of its own (its data, files or a fault):
     what its peer is told is a reason code and a reference, never the details, which stay in

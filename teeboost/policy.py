@@ -77,13 +77,6 @@ class PolicyRefused(ProtocolError):
         self.rule = rule
 
 
-class SealedRequestRefused(PolicyRefused):
-    """A refusal by the party's enclave after it opened the sealed request (a row over its
-    daily budget): the channel between the enclaves is in step, and its peer keeps it
-    (``errors.RefusedInStep``). A host that says so falsely only costs its peer the next
-    request, which the enclave then refuses as out of sequence."""
-
-
 def _positive(name: str, value: Any, where: str) -> int | None:
     if value is None:
         return None

