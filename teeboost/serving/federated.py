@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.vector_routing import EnsembleArrays, RecordArrays
-from ..errors import PeerUnavailable as TransportUnavailable, ProtocolError, TeeboostError
+from ..errors import EnclaveError, IntegrityError, PeerUnavailable as TransportUnavailable, ProtocolError, TeeboostError
 from ..model_files import load_active
 from ..parties.active import ensemble_digest
 from teeboost.protocols.messages import RouteReply
@@ -215,8 +215,10 @@ class FederatedScorer:
             return [exc] * len(batch)
         except (TransportUnavailable, TimeoutError) as exc:
             return [self._unavailable(exc)] * len(batch)
-        except ProtocolError as exc:
-            self._scoring_sessions.stale()  # a session in doubt is not used again
+        except (ProtocolError, IntegrityError, EnclaveError) as exc:
+            # a session in doubt is not used again: a record that fails its check, or an enclave
+            # stopped by a failed call, left every later request failing until a restart (red team)
+            self._scoring_sessions.stale()
             if self._strict is not None:
                 self._strict.reset()
             if "did not answer within" in str(exc):  # a stalled link: fail fast, as for one that is down

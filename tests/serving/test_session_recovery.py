@@ -72,3 +72,31 @@ def test_a_session_dropped_while_it_is_attested_is_closed_when_done():
     while not (made and made[0].closed) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert made and made[0].closed
+
+
+@pytest.mark.parametrize("fault", ["integrity", "enclave"])
+def test_a_record_that_fails_its_check_drops_the_sessions_and_refuses_the_batch(fault):
+    """A sealed answer that fails its check (IntegrityError) or an enclave stopped by a failed
+    call (EnclaveError) is a session in doubt, as a ProtocolError is: the batch is refused,
+    the transport sessions are marked stale and the enclave session dropped, so the next batch
+    attests a new one (before, both went to the caller: every later request failed with the
+    stopped enclave until a restart). The scoring itself is a stand-in raising the fault."""
+    import numpy as np
+
+    from teeboost.errors import EnclaveError, IntegrityError
+    from teeboost.serving.federated import FederatedScorer
+
+    calls = []
+    scorer = FederatedScorer.__new__(FederatedScorer)  # the batch's error handling alone
+    scorer._scoring_sessions = types.SimpleNamespace(begin=lambda: False, stale=lambda: calls.append("stale"))
+    scorer._strict = types.SimpleNamespace(reset=lambda: calls.append("reset"))
+    scorer._width = 1
+
+    def fails(*args):
+        raise IntegrityError() if fault == "integrity" else EnclaveError("the enclave stopped")
+
+    scorer._score_rows = fails
+    found = types.SimpleNamespace(versions={1: "v"}, handles={1: np.array([3])}, sent=0)
+    [answer] = scorer._serve([(["id-1"], [[0.5]], found)])
+    assert calls == ["stale", "reset"]
+    assert answer.reasons[0] and np.isnan(answer.values).all()
