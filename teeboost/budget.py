@@ -100,32 +100,22 @@ class RowLedger:
                 found[bytes(row)] = int(bits)
         return np.array([found.get(b, 0) for b in blobs], dtype=np.int64)
 
+    def check(self, keys: np.ndarray, bits: np.ndarray, limit: int | None, what: str) -> None:
+        """``charge`` without recording: raises the refusal ``charge`` would (an online answer's
+        refusal is sealed in its place before the answer is made; ``charge`` still checks after)."""
+        unique, totals = _merged(keys, bits)
+        if unique.shape[0]:
+            with self._lock:
+                self._refuse_over(unique, totals, limit, what)
+
     def charge(self, keys: np.ndarray, bits: np.ndarray, limit: int | None, what: str) -> None:
         """Record ``bits[i]`` more about row ``keys[i]`` (a row may appear more than once), or
         refuse the whole batch if any row would pass ``limit`` in the window."""
-        keys = np.ascontiguousarray(keys, dtype=np.uint8).reshape(-1, KEY_BYTES)
-        bits = np.asarray(bits, dtype=np.int64).reshape(-1)
-        if keys.shape[0] != bits.size:
-            raise ValueError("one charge per row key")
-        charged = bits > 0
-        keys, bits = keys[charged], bits[charged]
-        if not bits.size:
+        unique, totals = _merged(keys, bits)
+        if not unique.shape[0]:
             return
-        # merge repeated rows: their bits add up (unique over 16-byte values, not rows of an
-        # array: np.unique(axis=0) costs more than the SQL below at the sizes online scoring sends)
-        flat = np.ascontiguousarray(keys).view(np.dtype((np.void, KEY_BYTES))).reshape(-1)
-        unique, inverse = np.unique(flat, return_inverse=True)
-        totals = np.bincount(inverse.reshape(-1), weights=bits, minlength=unique.size).astype(np.int64)
-        unique = unique.view(np.uint8).reshape(-1, KEY_BYTES)
         with self._lock:
-            if limit is not None:
-                spent = self._spent(unique)
-                over = spent + totals > limit
-                if over.any():
-                    raise PolicyRefused(self.party, "max_bits_per_row_per_day", f"{what} would reveal up to "
-                                        f"{int((spent + totals).max())} bits about {int(over.sum())} of its "
-                                        f"{unique.shape[0]} row(s) in 24 hours (each already spent up to "
-                                        f"{int(spent.max())}); at most {limit} bits per row per day")
+            self._refuse_over(unique, totals, limit, what)
             hour = self._hour()
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -136,6 +126,17 @@ class RowLedger:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    def _refuse_over(self, unique: np.ndarray, totals: np.ndarray, limit: int | None, what: str) -> None:
+        if limit is None:
+            return
+        spent = self._spent(unique)
+        over = spent + totals > limit
+        if over.any():
+            raise PolicyRefused(self.party, "max_bits_per_row_per_day", f"{what} would reveal up to "
+                                f"{int((spent + totals).max())} bits about {int(over.sum())} of its "
+                                f"{unique.shape[0]} row(s) in 24 hours (each already spent up to "
+                                f"{int(spent.max())}); at most {limit} bits per row per day")
 
     def day(self) -> dict[str, int]:
         """The window's spending: rows touched, the largest per row, the total."""
@@ -299,3 +300,19 @@ class SealedLedgerFile:
                 os.fsync(handle.fileno())
             os.replace(tmp, self.online_log)
             self.versions.set_meta_int("online_ledger_version", version)
+
+
+def _merged(keys: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """-> (distinct row keys charged, bits each): repeated rows' bits add up (unique over
+    16-byte values, not rows of an array: np.unique(axis=0) costs more than the SQL ``charge``
+    runs, at the sizes online scoring sends)."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint8).reshape(-1, KEY_BYTES)
+    bits = np.asarray(bits, dtype=np.int64).reshape(-1)
+    if keys.shape[0] != bits.size:
+        raise ValueError("one charge per row key")
+    charged = bits > 0
+    keys, bits = keys[charged], bits[charged]
+    flat = np.ascontiguousarray(keys).view(np.dtype((np.void, KEY_BYTES))).reshape(-1)
+    unique, inverse = np.unique(flat, return_inverse=True)
+    totals = np.bincount(inverse.reshape(-1), weights=bits, minlength=unique.size).astype(np.int64)
+    return unique.view(np.uint8).reshape(-1, KEY_BYTES), totals

@@ -75,6 +75,7 @@ class PolicyRefused(ProtocolError):
         super().__init__(f"party {party!r} refuses by its policy ([policy] {rule}): {detail}")
         self.party = party
         self.rule = rule
+        self.detail = detail
 
 
 def _positive(name: str, value: Any, where: str) -> int | None:

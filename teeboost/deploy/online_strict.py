@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ProtocolError
-from ..model_files import PassiveModel, load_passive, passive_file
+from ..model_files import PassiveModel, load_passive, passive_file, write_atomically
 from ..policy import PolicyRefused
 from .online_passive import online_state_path
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
@@ -46,6 +46,8 @@ __all__ = ["StrictOnlinePassive", "MAX_SESSIONS", "RECENT_RECORDS"]
 
 MAX_SESSIONS = 8  # strict online sessions held at once (the least recently used is closed)
 RECENT_RECORDS = 10_000  # online ledger records kept in memory for sessions to catch up on
+MAX_SPARES = 4  # spare enclaves launched at start, at most
+BUSY_SECONDS = 120.0  # a session that served a request this recently is in use
 
 
 @dataclass
@@ -56,6 +58,7 @@ class _Session:
     batch_version: int = -1  # the batch ledger version its enclave last read
     seen: int = 0  # the last online ledger version its enclave knows
     lock: threading.Lock = field(default_factory=threading.Lock)
+    used: float = field(default_factory=time.monotonic)  # when it last served a request
 
 
 class StrictOnlinePassive:
@@ -66,6 +69,7 @@ class StrictOnlinePassive:
         self._sessions: OrderedDict[str, _Session] = OrderedDict()  # by run id
         self._handshakes: dict[bytes, str] = {}  # transport session -> run id of its handshake under way
         self._lock = threading.Lock()
+        self._remembered = StrictOnlinePassive.served_before(self.config)
         self._recent: list[tuple[int, bytes]] = []  # online ledger records since the log last restarted
         self._keys: tuple[str, np.ndarray] | None = None  # (id set version, row keys in handle order)
         self._spare = SpareEnclave(self._launch, lambda enclave: enclave.ecall("online_warm"),
@@ -77,13 +81,22 @@ class StrictOnlinePassive:
                                   label=f"passive-{self.config.index}")
 
     @staticmethod
-    def served_before(config) -> bool:
-        """This party has served online enclave sessions: at start it launches a spare enclave
-        (after a restart, a scoring service's new session then waits for no launch)."""
-        return online_state_path(config, ".online-enclaves").exists()
+    def served_before(config) -> int:
+        """How many online enclave sessions this party served at once before (0: none): at start
+        it launches that many spare enclaves, so that after a restart every scoring model's new
+        session waits for no launch (with one spare, a second model's session waited 3.7 s for
+        the next one: the load test, 2026-12-07)."""
+        marker = online_state_path(config, ".online-enclaves")
+        try:
+            text = marker.read_text().strip()
+        except OSError:
+            return 0
+        return min(MAX_SPARES, int(text)) if text.isdigit() and int(text) > 0 else 1
 
-    def prepare(self) -> None:
-        self._spare.prepare()
+    def prepare(self, wait: float = 0.0, keep: int | None = None) -> bool:
+        """Launch the spares; wait up to ``wait`` seconds for them: -> whether they are ready."""
+        self._spare.prepare(keep)
+        return self._spare.wait(wait) if wait > 0 else False
 
     def handle(self, msg: Any) -> Any:
         if isinstance(msg, EnclaveHello):
@@ -102,6 +115,7 @@ class StrictOnlinePassive:
             session = self._sessions.get(msg.run_id)
             if session is not None:
                 self._sessions.move_to_end(msg.run_id)
+                session.used = time.monotonic()
         if session is None:
             raise ProtocolError("a strict online record outside its session (start one with an enclave handshake)")
         with session.lock:  # a session's records are in order
@@ -121,20 +135,27 @@ class StrictOnlinePassive:
         except BaseException:
             enclave.close()  # a side that could not be built leaves no enclave running (red team)
             raise
-        marker = online_state_path(self.config, ".online-enclaves")
-        if not marker.exists():  # a restart launches a spare at once (``prepare``)
-            with contextlib.suppress(OSError):  # only a speed-up: never a reason to refuse a session
-                marker.touch()
         side.bind_policy(self.config.name, self.service.policy, model.max_depth)
         with self._lock:
             old = self._sessions.pop(msg.run_id, None)
             self._sessions[msg.run_id] = _Session(side, model)
             self._handshakes[current_online_session()] = msg.run_id
             gone = [self._sessions.popitem(last=False)[1] for _ in range(max(0, len(self._sessions) - MAX_SESSIONS))]
+            now = time.monotonic()
+            busy = sum(now - x.used < BUSY_SECONDS for x in self._sessions.values())
+        self._remember_sessions(min(busy, MAX_SPARES))
         for session in [old, *gone]:
             if session is not None:
                 session.side.close()
         return side.handle(msg)
+
+    def _remember_sessions(self, busy: int) -> None:
+        """How many sessions are in use at once, for the spares a restart launches (``prepare``)."""
+        if busy != self._remembered:
+            self._remembered = busy
+            with contextlib.suppress(OSError):  # only a speed-up: never a reason to refuse a session
+                write_atomically(online_state_path(self.config, ".online-enclaves"), str(busy).encode())
+            self._spare.keep = max(1, busy)
 
     def _score(self, session: _Session, msg: OnlineSealed) -> OnlineSealed:
         if msg.model_digest != session.model.model_digest:
@@ -149,10 +170,17 @@ class StrictOnlinePassive:
                 return OnlineSealed(msg.run_id, msg.model_digest, msg.version, b"")
             used_rows = self.online._usage("max_prediction_rows_per_day")
             told: dict = {"now": time.time()}
+            rows_limit = self.service.policy.max_prediction_rows_per_day
+            if rows_limit is not None:  # its enclave refuses a larger request, sealed
+                told["rows_left"] = int(rows_limit - used_rows)
             records = {0: msg.record}
             host_charged = session.model.protocol != "strict"
             if host_charged:  # N-TEE: this host sees the rows, as its routing did, and charges them itself
                 told.update(self._told_in_the_clear(snap, msg))
+                try:  # refused before its enclave answers, so that the refusal is sealed in the answer's place
+                    self._charge_in_the_clear(snap, msg, used_rows, check_only=True)
+                except PolicyRefused as exc:
+                    told["refused"] = {"rule": exc.rule, "detail": exc.detail}
             elif ledger is not None:
                 version = ledger.version()
                 told["batch_version"] = version
@@ -168,7 +196,11 @@ class StrictOnlinePassive:
                 session.batch_version = told["batch_version"]
                 session.seen = max([session.seen, *(v for v, _ in self._recent)])
             if summary["refused"]:
-                raise PolicyRefused(self.config.name, summary["refused"], summary["detail"])
+                refusal = PolicyRefused(self.config.name, summary["refused"], summary["detail"])
+                if not parts[0]:
+                    raise refusal
+                self.service.refused_sealed(msg, refusal)  # audited and said as any refusal is
+                return OnlineSealed(msg.run_id, msg.model_digest, msg.version, parts[0])
             if host_charged:  # charged now that its enclave took the request, before its answer leaves
                 self._charge_in_the_clear(snap, msg, used_rows)
                 self.service.audit.write("predict", peer=self.service.peer, dataset="online", protocol="ntee",
@@ -198,7 +230,7 @@ class StrictOnlinePassive:
             raise ProtocolError("an N-TEE online request names the model's outputs (1 to 1024) and its path bound")
         return {"handles": [int(h) for h in handles], "outputs": int(msg.outputs), "path_bits": int(msg.path_bits)}
 
-    def _charge_in_the_clear(self, snap, msg: OnlineSealed, used_rows: int) -> None:
+    def _charge_in_the_clear(self, snap, msg: OnlineSealed, used_rows: int, check_only: bool = False) -> None:
         """N-TEE: the rows charged to ``max_prediction_rows_per_day`` and to the row ledger batch
         prediction charges (one budget per row, whichever way it is scored), each what its score
         can tell the active host: at most 64 bits an output (scores unquantized, as batch
@@ -208,9 +240,10 @@ class StrictOnlinePassive:
         self.online._check_budget("max_prediction_rows_per_day", used_rows, int(handles.size))
         if self.service.ledger is not None:
             bits = min(int(msg.outputs) * FULL_PRECISION_BITS, int(msg.path_bits))
-            self.service.ledger.charge(snap.row_keys(self.service.ledger, handles), np.full(handles.size, bits),
-                                       self.service.policy.max_bits_per_row_per_day,
-                                       f"scoring {handles.size} row(s) online")
+            ledger = self.service.ledger
+            (ledger.check if check_only else ledger.charge)(
+                snap.row_keys(ledger, handles), np.full(handles.size, bits),
+                self.service.policy.max_bits_per_row_per_day, f"scoring {handles.size} row(s) online")
 
     def _forget_seen(self) -> None:
         """Records every session has applied are not needed in memory any more (the log on

@@ -56,7 +56,7 @@ from teeboost.protocols.env import ProtocolEnv
 from ..transport.grpc_transport import PartyServer, current_online_peer
 from .config import PartyConfig, protocol_env
 from .messages import Abandon, Finish, PredictData, ProtocolSettings, Setup, Shutdown, TeeProfile
-from .online_passive import OnlineService
+from .online_passive import OnlineService, online_state_path
 from .protocol_check import compare_settings
 from .prediction_sessions import MAX_PREDICTION_SESSIONS, RUN_ID_PATTERN, PredictionSessions
 from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile, uses_enclaves
@@ -64,6 +64,7 @@ from .tee_check import SETUP_STEPS, check_own_tee, compare_profiles, own_profile
 __all__ = ["PassiveService", "serve_passive"]
 
 SWITCH_INTERVAL = 0.0005  # seconds (Python's default is 0.005)
+PREPARE_SECONDS = 60.0  # at most this long readying online scoring before listening
 STALE_RUN_SECONDS = 600.0  # a live run with no request for this long may be replaced by a new one
 #: Refusals a peer hears verbatim: about the protocol or the policy, from the message itself.
 #: Anything else (the party's data, files, a fault) is reported as a reason code and a reference.
@@ -212,13 +213,29 @@ class PassiveService(PredictionSessions):
                 self._online = OnlineService(self)
             return self._online
 
-    def prepare_online(self) -> None:
-        """A party that served online enclave sessions before launches a spare enclave now,
-        off any request (``teeboost.tee.spare``)."""
+    def prepare_online(self, wait: float = PREPARE_SECONDS) -> None:
+        """A party that served online before readies it before it listens: its id set (read
+        from its cache, or built) and, if it served enclave sessions, a spare enclave with its
+        kernels compiled (``teeboost.tee.spare``). After a restart, the first online request then
+        waits for neither: on a slow day it once timed out building the id set, and a scoring
+        service waited more than 5 s for the spare to launch after the party was back."""
         from .online_strict import StrictOnlinePassive
 
-        if StrictOnlinePassive.served_before(self.config):
-            self.online().strict_side().prepare()
+        started = time.monotonic()
+        if online_state_path(self.config, ".online-ids.npz").exists():
+            try:
+                self.online().snapshot()
+            except Exception as exc:  # noqa: BLE001 - said now; the first request says it again
+                print(f"teeboost: party {self.config.name}: the online id set could not be built at start "
+                      f"({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+        sessions = StrictOnlinePassive.served_before(self.config)
+        if sessions:
+            ready = self.online().strict_side().prepare(wait=max(0.0, wait - (time.monotonic() - started)),
+                                                        keep=sessions)
+            if not ready:
+                print(f"teeboost: party {self.config.name}: its spare online enclave was not ready within "
+                      f"{wait:.0f} s of start; listening anyway (the first session waits for it)",
+                      file=sys.stderr, flush=True)
 
     def _answer(self, msg: Any, handler) -> Any:
         try:
@@ -242,6 +259,12 @@ class PassiveService(PredictionSessions):
             self.audit.write("route", run_id=self.run_id, peer=self.peer, dataset=msg.dataset,
                              questions=int(msg.records.size), answers=int(reply.n_answers))
         return reply
+
+    def refused_sealed(self, msg: Any, exc: PolicyRefused) -> None:
+        """A refusal its enclave sealed in an online answer's place: audited and said here as
+        one raised is (``_answer``), though the answer leaves as a record."""
+        self._refused(msg, exc.rule, str(exc))
+        print(f"teeboost: party {self.config.name}: refused {type(msg).__name__}: {exc}", file=sys.stderr, flush=True)
 
     def _refused(self, msg: Any, rule: str, detail: str) -> None:
         """Audited with the peer's fingerprint, at most so many a minute per rule and peer (a
@@ -484,6 +507,9 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dic
     # switch interval keeps each handoff from waiting out another thread's 5 ms default slice
     sys.setswitchinterval(SWITCH_INTERVAL)
     service = PassiveService(config)
+    # before its port is even bound (a bound port that does not answer yet holds a caller until
+    # its timeout): a party that is back is ready to score
+    service.prepare_online()
     server = PartyServer(service.handle, name=config.name, listen=config.listen, tls=config.tls,
                          insecure=config.insecure, client_name=config.active_party,
                          max_message_bytes=config.max_message_bytes, on_undecodable=service.undecodable,
@@ -497,7 +523,6 @@ def serve_passive(config: PartyConfig, *, ready_file: Path | None = None) -> dic
           f"({'INSECURE plaintext' if config.insecure else 'mutual TLS'}; serves {config.active_party!r}; "
           f"protocols {', '.join(config.policy.protocols)}; audit log {config.audit_log})", file=sys.stderr, flush=True)
     _warn_without_tee(config)
-    service.prepare_online()
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(address)

@@ -34,7 +34,7 @@ from .id_cache import BlindedIdCache
 from .scorer import PeerUnavailable, ScoredRows
 from .stage_sessions import StageSessions
 from .stage_worker import StageWorker
-from .strict_online import SessionPending, StrictOnlineActive
+from .strict_online import SealedRefusal, SessionPending, StrictOnlineActive
 
 __all__ = ["FederatedScorer"]
 
@@ -215,6 +215,10 @@ class FederatedScorer:
             return [exc] * len(batch)
         except (TransportUnavailable, TimeoutError) as exc:
             return [self._unavailable(exc)] * len(batch)
+        except SealedRefusal as exc:  # sealed by the passive enclave: the session is in step, and kept
+            if len(batch) > 1:
+                return [self._alone(item) for item in batch]  # one request's refusal is not its neighbours'
+            return [self._refused(batch[0][0], exc)]
         except (ProtocolError, IntegrityError, EnclaveError) as exc:
             # a session in doubt is not used again: a record that fails its check, or an enclave
             # stopped by a failed call, left every later request failing until a restart (red team)

@@ -23,6 +23,7 @@ from ..core.split import SplitCriteria
 from ..deploy.config import protocol_env
 from ..deploy.tee_check import check_own_tee
 from ..errors import ProtocolError
+from ..policy import PolicyRefused
 from ..protocols.env import enclave_code
 from ..tee.spare import SpareEnclave
 from .scorer import PeerUnavailable
@@ -35,12 +36,17 @@ from teeboost.protocols.strict.enclave.trainer import published_ensemble
 from teeboost.protocols.strict.hosts import PROGRAM
 from teeboost.transport import serde
 
-__all__ = ["SessionPending", "StrictOnlineActive"]
+__all__ = ["SealedRefusal", "SessionPending", "StrictOnlineActive"]
 
 
 class SessionPending(PeerUnavailable):
     """A new enclave session is still being attested after a fault: this batch is not scored
     (failed fast, as for a party that is down), and the attestation goes on."""
+
+
+class SealedRefusal(PolicyRefused):
+    """A passive party's refusal its enclave sealed in its answer's place: the session stays in
+    step and is kept (a refusal only its host said is not trusted, and drops the session)."""
 
 
 class StrictOnlineActive:
@@ -159,8 +165,13 @@ class StrictOnlineActive:
                 if not isinstance(reply, OnlineSealed) or reply.run_id != self._run_id:
                     raise ProtocolError(f"passive party {party} did not answer the strict online record")
                 answers[party] = reply.record
-            return sm.expect(enclave.ecall("online_finish", pack_records(answers)), sm.StrictPredictions,
-                             "the enclave").margin
+            out = serde.decode(enclave.ecall("online_finish", pack_records(answers)))
+            if isinstance(out, om.StrictOnlineRefusal):
+                cache = self.scorer.caches.get(out.party)
+                raise SealedRefusal(cache.name if cache is not None else f"passive-{out.party}", out.rule, out.detail)
+            if not isinstance(out, sm.StrictPredictions):
+                raise ProtocolError(f"the enclave sent {type(out).__name__}, expected StrictPredictions")
+            return out.margin
 
     def _path_bits(self, party: int) -> int:
         """What the active enclave computes and seals for ``party`` (its enclave checks the two agree)."""

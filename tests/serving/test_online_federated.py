@@ -157,11 +157,13 @@ def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
     try:
         trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
         assert trained.returncode == 0, trained.stderr
-        # the passive party re-reads its policy only at start: restart it with the 16-bit budget
-        _restart_passive(federation)
         config = load_config(configs["active"])
         ids, features = _scorer_rows(tmp_path, config, 3, skip=500)
         ids = _new_customers(tmp_path, ids)  # never scored before (a run's held-out rows are scored too)
+        # the passive party re-reads its policy only at start: restart it with the 16-bit budget
+        # (and with the new customers: it builds its id set as it starts)
+        _restart_passive(federation)
+        config = load_config(configs["active"])
         scorer = FederatedScorer(config, "credit")
         try:
             assert scorer.score(ids[:1], features[:1]).reasons == [None]
@@ -172,6 +174,10 @@ def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
             changed[0, 0] += 1.0
             assert "max_bits_per_row_per_day" in scorer.score(ids[:1], changed).reasons[0]  # refused, by name
             assert scorer.score(ids[1:2], features[1:2]).reasons == [None]
+            # the refusal was sealed by the passive enclave in its answer's place: the session
+            # stayed in step and was kept (one only its host said dropped it, and the next
+            # request fell back while a new one was attested)
+            assert scorer._strict.sessions == 1
         finally:
             scorer.close()
         scorer = FederatedScorer(config, "credit")  # a new session replays the ledger's log

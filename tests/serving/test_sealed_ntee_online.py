@@ -14,6 +14,7 @@ import sys
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from teeboost.budget import RowLedger
@@ -22,9 +23,10 @@ from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federa
 from teeboost.model_files import load_active
 from teeboost.serving import strict_online
 from teeboost.serving.federated import FederatedScorer
+from teeboost.serving.scorer import PeerUnavailable
 
 from ..helpers import stop_passive_parties
-from .test_online_federated import _scorer_rows
+from .test_online_federated import _new_customers, _scorer_rows
 
 DEPTH = 3
 
@@ -302,7 +304,6 @@ def test_a_session_attested_again_after_a_restart_never_holds_a_request_past_the
     requests are scored with the same answers, in one new session (not one per request)."""
     import dataclasses
 
-    from teeboost.serving.scorer import PeerUnavailable
 
     tmp_path, configs = federation
     patch = tmp_path / "slow_attestation_patch.py"
@@ -337,3 +338,114 @@ def test_a_session_attested_again_after_a_restart_never_holds_a_request_past_the
     finally:
         scorer.close()
         _restart(tmp_path, configs)
+
+
+def test_a_refusal_for_the_budget_is_sealed_and_the_session_goes_on(federation):
+    """N-TEE: the passive host's row ledger refuses a row scored past its budget; the refusal
+    goes through its enclave, sealed in the answer's place, so the active party is told why and
+    keeps its session: the next rows are scored in it. (A refusal only the host said dropped the
+    session; a host could otherwise keep a sealed answer back and hand it in for the next request.)"""
+    tmp_path, configs = federation
+    _train(configs, "ntee")  # the module's tests may run in any order (one trains strict)
+    passive = configs["passive-1"]
+    original = passive.read_text()
+    config = load_config(configs["active"])
+    per_score = min(64, _most_passive_nodes_on_a_path(load_active(config.model_dir / "active.json").ensemble))
+    passive.write_text(re.sub(r"max_bits_per_row_per_day = \d+", f"max_bits_per_row_per_day = {per_score}", original))
+    ids, features = _scorer_rows(tmp_path, config, 30, skip=2000)
+    held = set(pd.read_csv(tmp_path / "passive-1.csv", dtype={"id": str})["id"])
+    features = features[[i in held for i in ids]]
+    ids = _new_customers(tmp_path, ids)  # never scored before (a run's held-out rows are scored too)
+    assert len(ids) == features.shape[0] >= 4
+    _restart(tmp_path, configs)  # with the new budget, and the new customers in its id set
+    try:
+        config = load_config(configs["active"])
+        scorer = FederatedScorer(config, "credit")
+        try:
+            half = len(ids) // 2
+            first = scorer.score(ids[:half], features[:half])
+            assert first.reasons == [None] * half, first.reasons
+            again = scorer.score(ids[:half], features[:half])  # each row's day is spent
+            assert all("max_bits_per_row_per_day" in r for r in again.reasons) and np.isnan(again.values).all()
+            later = scorer.score(ids[half:], features[half:])
+            assert later.reasons == [None] * (len(ids) - half), later.reasons
+            assert scorer._strict.sessions == 1  # the session was kept
+        finally:
+            scorer.close()
+        log = (tmp_path / f"passive-1.{len(federation_processes(tmp_path)) - 1}.log").read_text()
+        assert "refused OnlineSealed" in log and "max_bits_per_row_per_day" in log  # its operator is told
+    finally:
+        passive.write_text(original)
+        _restart(tmp_path, configs)
+
+
+LAG_PATCH = '''
+import sys
+from teeboost.deploy import online_strict
+from teeboost.policy import PolicyRefused
+
+honest = online_strict.StrictOnlinePassive._score
+held = []
+
+
+def lagging(self, session, msg):
+    """Says the first request is refused while keeping its sealed answer; then answers every
+    request with the answer it kept for the one before (relabelled with this request's session)."""
+    reply = honest(self, session, msg)
+    if not msg.record:
+        return reply
+    if not held:
+        held.append(reply)
+        raise PolicyRefused(self.config.name, "max_bits_per_row_per_day", "said by the host alone")
+    kept = held.pop()
+    held.append(reply)
+    return type(reply)(msg.run_id, kept.model_digest, kept.version, kept.record)
+
+
+online_strict.StrictOnlinePassive._score = lagging
+from teeboost.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_a_passive_host_that_says_refused_and_hands_the_answer_in_later_never_scores_a_row_wrong(federation):
+    """The passive host says "refused" for a request while keeping the sealed answer its enclave
+    made, then hands in each kept answer for the next request. A refusal only its host said
+    drops the session, so no kept answer is ever taken for another row's: every later request
+    is refused or unavailable, never scored wrong (red team, 2026-12-07: with the session kept
+    after such a refusal, each row got the row before's score)."""
+    tmp_path, configs = federation
+    config = load_config(configs["active"])
+    ids, features = _scorer_rows(tmp_path, config, 40, skip=2100)
+    scorer = FederatedScorer(config, "credit")
+    try:
+        honest = scorer.score(ids, features)
+    finally:
+        scorer.close()
+    scored = [i for i, r in enumerate(honest.reasons) if r is None]
+    distinct = [i for a, i in zip(scored, scored[1:]) if honest.values[i, 0] != honest.values[a, 0]]
+    assert len(distinct) >= 4, honest.reasons
+    patch = tmp_path / "lag_patch.py"
+    patch.write_text(LAG_PATCH)
+    _restart(tmp_path, configs, str(patch))
+    outcomes = []
+    try:
+        scorer = FederatedScorer(load_config(configs["active"]), "credit")
+        try:
+            for i in distinct * 3:
+                try:
+                    answer = scorer.score([ids[i]], features[i:i + 1])
+                except PeerUnavailable as exc:  # a new session being attested
+                    outcomes.append(("unavailable", str(exc)))
+                    continue
+                if answer.reasons == [None]:
+                    assert answer.values[0, 0] == honest.values[i, 0], (ids[i], answer.values, honest.values[i])
+                    outcomes.append(("scored", ""))
+                else:
+                    outcomes.append(("refused", answer.reasons[0]))
+        finally:
+            scorer.close()
+    finally:
+        _restart(tmp_path, configs)
+    assert "said by the host alone" in outcomes[0][1], outcomes
+    assert all(kind != "scored" for kind, _ in outcomes), outcomes  # every kept answer was turned away

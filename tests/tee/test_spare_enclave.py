@@ -101,3 +101,29 @@ def test_a_spare_closed_while_it_launches_is_closed_before_close_returns(backend
     assert len(launched) == 1
     with pytest.raises(EnclaveError):
         launched[0].ecall("echo", b"x")
+
+
+def test_two_spares_kept_serve_two_sessions_started_at_once_without_a_launch(backend):  # noqa: F811
+    """A host whose two sessions start at once (a passive party restarted under two scoring
+    models) keeps two spares: both are taken ready, and none is launched while they wait."""
+    launched = []
+
+    def launch():
+        enclave = backend.load(code_for(backend), label="spare")
+        launched.append(enclave)
+        return enclave
+
+    spare = SpareEnclave(launch, name="test", keep=2)
+    spare.prepare()
+    taken = []
+    try:
+        assert spare.wait(30) and len(launched) == 2
+        taken = [spare.take(), spare.take()]
+        assert taken == launched[:2]  # the two launched ahead, in order, not new launches
+        assert all(e.ecall("echo", b"x") == b"x" for e in taken)
+        assert spare.wait(30) and len(launched) == 4  # both replaced in the background
+    finally:
+        for enclave in taken:
+            enclave.close()
+        spare.close()
+    assert all(_wait_gone(e.pid) for e in launched)

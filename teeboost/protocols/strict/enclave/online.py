@@ -103,9 +103,16 @@ def ecall_online_finish(rt, payload):
     records = unpack_records(payload)
     if sorted(records) != current.peers:
         raise ProtocolError("record bits must come from every passive party")
-    bits, precision = {}, []
-    for party, record in records.items():
-        answer = expect(current.channel(party).open(record), sm.StrictRecordBits)
+    bits, precision, refusals = {}, [], []
+    for party, record in records.items():  # every record is opened, a refusal's too: the channels stay in step
+        answer = serde.decode(current.channel(party).open(record))
+        if isinstance(answer, om.StrictOnlineRefusal):
+            if answer.party != party:
+                raise ProtocolError(f"party {party} sent party {answer.party}'s refusal")
+            refusals.append(answer)
+            continue
+        if not isinstance(answer, sm.StrictRecordBits):
+            raise ProtocolError(f"party {party} sent {type(answer).__name__}, expected its record bits")
         if answer.output_bits < 0:
             raise ProtocolError(f"party {party} names {answer.output_bits} output bits")
         if answer.output_bits:
@@ -121,6 +128,8 @@ def ecall_online_finish(rt, payload):
         if answer.n_rows != n or answer.bits.size != (known.size * n + 7) // 8:
             raise ProtocolError(f"party {party} evaluated other rows than the ones to score")
         bits[party] = (known, np.unpackbits(answer.bits, count=known.size * n).astype(bool).reshape(known.size, n))
+    if refusals:  # the whole batch, as a refusal its host said was (its rows were not scored)
+        return serde.encode(refusals[0])
     own = state["own_records"]
 
     def ask(party, records, rows):
@@ -153,6 +162,14 @@ class _Named:
 
 
 # ---- passive role
+
+def _refusal(channel, party: int, summary: dict) -> bytes:
+    """The request's answer is a refusal, sealed in the answer's place: one record per request
+    opened, so the channels stay in step and the session goes on. Its host sees the refusal
+    (the summary) as it saw one before; the active host cannot be told one that was not made."""
+    sealed = channel.seal(serde.encode(om.StrictOnlineRefusal(party, summary["refused"], summary["detail"])))
+    return pack_records({0: sealed, 1: b"", 2: json.dumps(summary).encode()})
+
 
 def ecall_online_warm(rt, payload):
     """The scan and spending kernels compiled in an enclave launched ahead of need
@@ -272,10 +289,19 @@ def ecall_online_records(rt, payload):
     # was charged, to whom and how much stays in here (red team: those fields told the host
     # whether the request's customer was new today, and, with host-chosen keys, which one it was)
     summary = {"rows": n, "refused": "", "detail": ""}
+    refused = told.get("refused")
+    rows_left = told.get("rows_left")
+    if isinstance(refused, dict):  # its host's rule, checked on the rows it was told (N-TEE)
+        summary.update(refused=str(refused.get("rule", ""))[:80] or "policy", detail=str(refused.get("detail", ""))[:500])
+        return _refusal(channel, current.party, summary)
+    if isinstance(rows_left, int) and n > rows_left:
+        summary.update(refused="max_prediction_rows_per_day", detail=f"this request scores {n} rows; "
+                       f"{max(rows_left, 0)} are left today")
+        return _refusal(channel, current.party, summary)
     if state["max_outputs"] and request.outputs > state["max_outputs"]:
         summary.update(refused="max_outputs", detail=f"the model has {request.outputs} outputs; at most "
                        f"{state['max_outputs']}")
-        return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
+        return _refusal(channel, current.party, summary)
     if request.clear:  # N-TEE: the host knows these rows (it charged them); no need to hide them from it
         values, keys = state["codes"].rows_known(request.handles)
     else:
@@ -284,11 +310,11 @@ def ecall_online_records(rt, payload):
     if state["counted"]:
         refused, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary)
         if refused:
-            return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
+            return _refusal(channel, current.party, summary)
     elif state["max_bits_per_row"] and cost > state["max_bits_per_row"] and not request.clear:  # N-TEE: host's
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")
-        return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
+        return _refusal(channel, current.party, summary)
     table = state["table"]
     bits = table.all_bits(values)  # (records in id order, rows)
     ids = table.ids

@@ -10,7 +10,7 @@ import numpy as np
 from teeboost.transport.serde import array_field, message
 
 __all__ = ["StrictOnlineModel", "StrictOnlineBatch", "StrictOnlineRequest", "StrictOnlineTable",
-           "StrictLedgerDelta"]
+           "StrictLedgerDelta", "StrictOnlineRefusal"]
 
 
 @message
@@ -96,3 +96,17 @@ class StrictLedgerDelta:
     tags: np.ndarray = array_field("uint8", 2)
     epochs: np.ndarray = array_field("float64", 1)
     bits: np.ndarray = array_field("int64", 1)
+
+
+@message
+@dataclass(frozen=True)
+class StrictOnlineRefusal:
+    """Passive enclave -> the active enclave, sealed, in place of a request's record bits: the
+    request is refused by ``rule`` of party ``party``'s policy (its enclave's budget, or its
+    host's, told before the request was opened). Sealed on the session's channel, one record per
+    request as an answer is, so the session goes on: a refusal only a host said left the
+    channels a record apart, and the session was dropped."""
+
+    party: int
+    rule: str
+    detail: str
