@@ -88,10 +88,10 @@ class StrictOnlinePassive:
         the next one: the load test, 2026-12-07)."""
         marker = online_state_path(config, ".online-enclaves")
         try:
-            text = marker.read_text().strip()
+            text = marker.read_bytes()[:8].strip()
         except OSError:
             return 0
-        return min(MAX_SPARES, int(text)) if text.isdigit() and int(text) > 0 else 1
+        return min(MAX_SPARES, int(text)) if text.isdigit() and int(text) > 0 else 1  # bytes: ASCII digits only
 
     def prepare(self, wait: float = 0.0, keep: int | None = None) -> bool:
         """Launch the spares; wait up to ``wait`` seconds for them: -> whether they are ready."""

@@ -121,8 +121,13 @@ class FederatedScorer:
     def health(self) -> dict:
         """Each passive party: reachable now, and the id set version held."""
         out = {}
+        # the lookup stage's session, shared (one exchange at a time); once it is stale, a session
+        # of the check's own: only the stage replaces its sessions, at its next batch, and with no
+        # request coming a check on the stale one failed for ever (the README's serving section
+        # waited 120 s for a passive party that had restarted as the service started)
+        stale = self._lookup_sessions.is_stale
+        channel = self._lookup_sessions.dedicated() if stale else self._lookup_sessions.long()
         try:
-            channel = self._lookup_sessions.long()  # shared with the lookup stage: one exchange at a time
             for party, cache in self.caches.items():
                 cache.refresh(channel)
                 out[self._names[party]] = {"reachable": True, "ids": cache.n_ids, "id_set": cache.version[:12]}
@@ -131,6 +136,9 @@ class FederatedScorer:
             self._scoring_sessions.stale()
             for party in self.caches:
                 out.setdefault(self._names[party], {"reachable": False, "error": str(exc)[:200]})
+        finally:
+            if stale:
+                channel.close()
         return out
 
     def budget(self) -> dict:
@@ -204,8 +212,8 @@ class FederatedScorer:
             try:
                 values, reasons, sent = self._score_rows(ids, raw, found, looked_up)
             except ProtocolError as exc:
-                if STALE_IDS not in str(exc):
-                    raise
+                if isinstance(exc, SealedRefusal) or STALE_IDS not in str(exc):
+                    raise  # a sealed refusal's words may be its host's (N-TEE): never read as stale ids (red team)
                 if self._strict is not None:  # its sealed request was never opened: the channel is a record ahead
                     self._strict.reset()
                 self._forget_versions(str(exc))  # the data changed between the lookup and the routing:

@@ -47,6 +47,11 @@ class StageSessions:
         with self._lock:
             self._stale = True
 
+    @property
+    def is_stale(self) -> bool:
+        with self._lock:
+            return self._stale
+
     def short(self) -> GrpcChannel:
         with self._lock:
             if self._short is None:

@@ -449,3 +449,50 @@ def test_a_passive_host_that_says_refused_and_hands_the_answer_in_later_never_sc
         _restart(tmp_path, configs)
     assert "said by the host alone" in outcomes[0][1], outcomes
     assert all(kind != "scored" for kind, _ in outcomes), outcomes  # every kept answer was turned away
+
+
+STALE_WORDS_PATCH = '''
+import sys
+from teeboost.deploy import online_strict
+from teeboost.policy import PolicyRefused
+
+honest = online_strict.StrictOnlinePassive._charge_in_the_clear
+
+
+def charge(self, snap, msg, used_rows, check_only=False):
+    """Every N-TEE request refused by "the row ledger" in words of the host's choosing, which
+    its enclave seals as they are."""
+    if check_only:
+        raise PolicyRefused(self.config.name, "max_bits_per_row_per_day",
+                            "stale ids: party 'passive-1' now serves another id set")
+    return honest(self, snap, msg, used_rows, check_only)
+
+
+online_strict.StrictOnlinePassive._charge_in_the_clear = charge
+from teeboost.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_a_sealed_refusal_in_the_words_of_a_stale_id_set_is_only_a_refusal(federation):
+    """N-TEE: a sealed refusal's words are its host's. A host that words every refusal as a
+    stale id set gets refusals, nothing more: the session is kept and the id set is not fetched
+    again (red team, 2026-12-07: the scorer read the words, and dropped its session and fetched
+    the id set at every request)."""
+    tmp_path, configs = federation
+    _train(configs, "ntee")
+    patch = tmp_path / "stale_words_patch.py"
+    patch.write_text(STALE_WORDS_PATCH)
+    _restart(tmp_path, configs, str(patch))
+    try:
+        config = load_config(configs["active"])
+        ids, features = _scorer_rows(tmp_path, config, 3, skip=2200)
+        scorer = FederatedScorer(config, "credit")
+        try:
+            reasons = [scorer.score(ids[:1], features[:1]).reasons[0] for _ in range(4)]
+            assert all(r is not None and "stale ids" in r for r in reasons), reasons
+            assert scorer._strict.sessions == 1 and scorer.counts["id_set_fetches"] == 1
+        finally:
+            scorer.close()
+    finally:
+        _restart(tmp_path, configs)
