@@ -168,7 +168,8 @@ class StrictOnlineActive:
             out = serde.decode(enclave.ecall("online_finish", pack_records(answers)))
             if isinstance(out, om.StrictOnlineRefusal):
                 cache = self.scorer.caches.get(out.party)
-                raise SealedRefusal(cache.name if cache is not None else f"passive-{out.party}", out.rule, out.detail)
+                raise SealedRefusal(cache.name if cache is not None else f"passive-{out.party}", out.rule,
+                                    out.detail.rstrip())
             if not isinstance(out, sm.StrictPredictions):
                 raise ProtocolError(f"the enclave sent {type(out).__name__}, expected StrictPredictions")
             return out.margin

@@ -8,6 +8,7 @@ enclave handles of its own choosing learns nothing from them (real passive party
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -496,3 +497,73 @@ def test_a_sealed_refusal_in_the_words_of_a_stale_id_set_is_only_a_refusal(feder
             scorer.close()
     finally:
         _restart(tmp_path, configs)
+
+
+WATCH_PATCH = '''
+import json, sys
+from teeboost.deploy import online_strict
+
+LOG = sys.argv.pop(1)
+honest = online_strict.unpack_records
+
+
+def watched(blob):
+    """What the host gets back from its enclave per request, written down."""
+    parts = honest(blob)
+    if 0 in parts and 2 in parts:
+        with open(LOG, "a") as out:
+            out.write(json.dumps({"answer": len(parts[0]), "ledger_record": len(parts.get(1, b"")),
+                                  "summary": json.loads(parts[2])}) + "\\n")
+    return parts
+
+
+online_strict.unpack_records = watched
+from teeboost.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(federation):
+    """Strict: a customer scored again with other inputs past its day's budget is refused (the
+    active party is told why), and the passive host sees that request as it sees any other: the
+    sealed answer and the ledger record of the same size, the same summary. (A red team read
+    the refusal in the summary, and in an answer and a ledger record that were missing: that
+    the scored customer had spent its day; moving the clock it tells its enclave a day on per
+    request, it then told whether two requests scored the same customer.)"""
+    tmp_path, configs = federation
+    _train(configs, "strict")
+    passive = configs["passive-1"]
+    original = passive.read_text()
+    passive.write_text(re.sub(r"max_bits_per_row_per_day = \d+", "max_bits_per_row_per_day = 8", original))
+    config = load_config(configs["active"])
+    ids, features = _scorer_rows(tmp_path, config, 30, skip=1800)
+    held = set(pd.read_csv(tmp_path / "passive-1.csv", dtype={"id": str})["id"])
+    features = features[[i in held for i in ids]]
+    ids = _new_customers(tmp_path, ids)
+    log = tmp_path / "watched.jsonl"
+    patch = tmp_path / "watch_patch.py"
+    patch.write_text(WATCH_PATCH)
+    _restart(tmp_path, configs, str(patch), str(log))
+    try:
+        scorer = FederatedScorer(load_config(configs["active"]), "credit")
+        try:
+            first = scorer.score(ids[:1], features[:1])
+            other = features[:1].copy()
+            other[0, 0] += 1.0  # the customer's application changed: a new answer, 8 more bits
+            refused = scorer.score(ids[:1], other)
+            later = scorer.score(ids[1:2], features[1:2])
+            assert first.reasons == [None] and later.reasons == [None]
+            assert "max_bits_per_row_per_day" in refused.reasons[0] and np.isnan(refused.values).all()
+            assert scorer._strict.sessions == 1
+        finally:
+            scorer.close()
+    finally:
+        passive.write_text(original)
+        _restart(tmp_path, configs)
+        _train(configs, "ntee")  # the module's model
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(seen) == 3, seen
+    for view in seen:
+        view["summary"].pop("version")  # one more per request, refused or not
+    assert seen[1] == seen[2], seen  # the refused request and the next one look the same to the host
+    assert seen[1]["summary"] == {"rows": 1, "refused": "", "detail": ""}

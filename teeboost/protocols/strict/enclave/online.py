@@ -105,10 +105,14 @@ def ecall_online_finish(rt, payload):
         raise ProtocolError("record bits must come from every passive party")
     bits, precision, refusals = {}, [], []
     for party, record in records.items():  # every record is opened, a refusal's too: the channels stay in step
-        answer = serde.decode(current.channel(party).open(record))
+        answer = serde.decode(_unpadded(current.channel(party).open(record)))
         if isinstance(answer, om.StrictOnlineRefusal):
             if answer.party != party:
                 raise ProtocolError(f"party {party} sent party {answer.party}'s refusal")
+            if answer.names_records:  # in the session's first answer's place: it names the records
+                if state["ids"].get(party) is not None:
+                    raise ProtocolError(f"party {party} named its records twice in one session")
+                state["ids"][party] = _Named(answer.ids)
             refusals.append(answer)
             continue
         if not isinstance(answer, sm.StrictRecordBits):
@@ -167,7 +171,8 @@ def _refusal(channel, party: int, summary: dict) -> bytes:
     """The request's answer is a refusal, sealed in the answer's place: one record per request
     opened, so the channels stay in step and the session goes on. Its host sees the refusal
     (the summary) as it saw one before; the active host cannot be told one that was not made."""
-    sealed = channel.seal(serde.encode(om.StrictOnlineRefusal(party, summary["refused"], summary["detail"])))
+    frame = serde.encode(om.StrictOnlineRefusal(party, summary["refused"], summary["detail"]))
+    sealed = channel.seal(_padded(frame, len(frame)))
     return pack_records({0: sealed, 1: b"", 2: json.dumps(summary).encode()})
 
 
@@ -306,11 +311,12 @@ def ecall_online_records(rt, payload):
         values, keys = state["codes"].rows_known(request.handles)
     else:
         values, keys = state["codes"].rows(request.handles)  # every row of the table is read
-    delta = b""
+    delta, over = b"", ""
     if state["counted"]:
-        refused, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary)
-        if refused:
-            return _refusal(channel, current.party, summary)
+        # over budget: the whole request is refused, and still scanned, charged (without bits) and
+        # answered as any other, its refusal sealed in an answer's place of the same size: its
+        # host cannot tell (the active party is told why)
+        over, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary)
     elif state["max_bits_per_row"] and cost > state["max_bits_per_row"] and not request.clear:  # N-TEE: host's
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")
@@ -321,9 +327,29 @@ def ecall_online_records(rt, payload):
     if state["slots"] > ids.size:  # padded as batch prediction pads: the size shows no split count
         ids = np.concatenate([ids, np.zeros(state["slots"] - ids.size, dtype=np.int64)])
         bits = np.concatenate([bits, np.zeros((state["slots"] - bits.shape[0], n), dtype=bool)])
-    if state["ids_sent"]:  # the session's first answer named the records; later ones keep that order
+    names = not state["ids_sent"]  # the session's first answer names the records; later ones keep that order
+    if not names:
         ids = np.zeros(0, dtype=np.int64)
     state["ids_sent"] = True
-    sealed = channel.seal(serde.encode(sm.StrictRecordBits(n, ids, np.packbits(bits.reshape(-1)),
-                                                           state["output_bits"])))
+    answer = serde.encode(sm.StrictRecordBits(n, ids, np.packbits(bits.reshape(-1)), state["output_bits"]))
+    refusal = serde.encode(om.StrictOnlineRefusal(current.party, "max_bits_per_row_per_day",
+                                                  over[:DETAIL_WIDTH].ljust(DETAIL_WIDTH), names, ids))
+    size = max(len(answer), len(refusal))  # whichever it is, the same size
+    sealed = channel.seal(_padded(refusal if over else answer, size))
     return pack_records({0: sealed, 1: delta, 2: json.dumps(summary).encode()})
+
+
+DETAIL_WIDTH = 120  # characters: an over-budget refusal's words, padded, the same size whatever they say
+
+
+def _padded(frame: bytes, size: int) -> bytes:
+    """A sealed answer's plaintext: its length (4 bytes), the frame, zeros up to ``size``."""
+    return len(frame).to_bytes(4, "big") + frame + bytes(size - len(frame))
+
+
+def _unpadded(plain) -> bytes:
+    plain = bytes(plain)
+    length = int.from_bytes(plain[:4], "big") if len(plain) >= 4 else -1
+    if not 0 <= length <= len(plain) - 4 or any(plain[4 + length:]):
+        raise ProtocolError("a passive enclave's answer is not padded as answers are")
+    return plain[4:4 + length]

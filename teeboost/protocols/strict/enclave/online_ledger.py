@@ -97,10 +97,14 @@ def apply_records(rt, party: int, state: dict, blob: bytes) -> None:
 
 
 def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarray, cost: int, now: float,
-            summary: dict) -> tuple[bool, bytes]:
+            summary: dict) -> tuple[str, bytes]:
     """Charge the rows (a row scored again with the same tag is free); refuse the whole
-    request if any row would pass its daily budget. Every comparison runs over the whole
-    window's ledger, whichever rows are asked."""
+    request if any row would pass its daily budget: -> (why it is refused, "" if it is not;
+    the sealed log record). Every comparison runs over the whole window's ledger, whichever
+    rows are asked, and a refused request appends its entries too, without bits: the record,
+    the memory written and ``summary`` (the host's) are those of a charge (red team: a refusal
+    its host saw told it the scored customer had spent its day, and, with the clock it tells
+    its enclave moved a day on per request, whether two requests scored the same customer)."""
     ledger = state["ledger"]
     now = max(now, float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
     asked = np.ascontiguousarray(keys).view(np.uint64).reshape(-1)
@@ -111,10 +115,10 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     charged = np.where(seen, 0, cost).astype(np.int64)
     after = spent + charged
     limit = state["max_bits_per_row"]
+    refused = ""
     if limit and after.max(initial=0) > limit:
-        summary.update(refused="max_bits_per_row_per_day", detail=f"a row of this request is over its budget of "
-                       f"{limit} bits per day ({cost} bits per score)")
-        return True, b""
+        refused = f"a row of this request is over its budget of {limit} bits per day ({cost} bits per score)"
+        charged = np.zeros_like(charged)
     entries = {"keys": np.ascontiguousarray(keys, dtype=np.uint8), "tags": np.ascontiguousarray(tags, dtype=np.uint8),
                "epochs": np.full(keys.shape[0], now), "bits": charged}
     # an entry per row, charged or not (a repeat's is inert: no bits, and ``_spending`` does not
@@ -125,7 +129,7 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     _append(state, entries)
     version = state["version"] = state["version"] + 1
     summary.update(version=version)
-    return False, seal_record(rt, party, version, False, entries)
+    return refused, seal_record(rt, party, version, False, entries)
 
 
 def _compact(state: dict, now: float) -> None:

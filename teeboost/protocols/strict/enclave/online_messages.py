@@ -110,3 +110,5 @@ class StrictOnlineRefusal:
     party: int
     rule: str
     detail: str
+    names_records: bool = False  # ``ids`` names the records, as a session's first answer does
+    ids: np.ndarray = array_field("int64", 1, optional=True)
