@@ -69,6 +69,15 @@ def _spent(tmp_path) -> int:
         ledger.close()
 
 
+def _scored_once(config, ids, features):
+    """The rows scored by a scorer of their own, closed after."""
+    scorer = FederatedScorer(config, "credit")
+    try:
+        return scorer.score(ids, features)
+    finally:
+        scorer.close()
+
+
 def _most_passive_nodes_on_a_path(ensemble) -> int:
     """Summed over the trees: the most of party 1's nodes on one root-to-leaf path."""
     def most(tree, node):
@@ -263,11 +272,7 @@ def test_a_model_in_which_the_passive_party_won_no_split_is_scored(tmp_path):
         assert not any(p == 1 for tree in load_active(config.model_dir / "active.json").ensemble.trees
                        for p in tree.party)
         ids, features = _scorer_rows(tmp_path, config, 5, skip=2400)
-        scorer = FederatedScorer(config, "credit")
-        try:
-            scored = scorer.score(ids, features)
-        finally:
-            scorer.close()
+        scored = _scored_once(config, ids, features)
         assert sum(r is None for r in scored.reasons) >= 3 and np.isfinite(scored.values[[
             i for i, r in enumerate(scored.reasons) if r is None]]).all()
     finally:
@@ -418,11 +423,7 @@ def test_a_passive_host_that_says_refused_and_hands_the_answer_in_later_never_sc
     tmp_path, configs = federation
     config = load_config(configs["active"])
     ids, features = _scorer_rows(tmp_path, config, 40, skip=2100)
-    scorer = FederatedScorer(config, "credit")
-    try:
-        honest = scorer.score(ids, features)
-    finally:
-        scorer.close()
+    honest = _scored_once(config, ids, features)
     scored = [i for i, r in enumerate(honest.reasons) if r is None]
     distinct = [i for a, i in zip(scored, scored[1:]) if honest.values[i, 0] != honest.values[a, 0]]
     assert len(distinct) >= 4, honest.reasons
