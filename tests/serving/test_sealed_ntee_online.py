@@ -527,7 +527,8 @@ sys.exit(main(sys.argv[1:]))
 def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(federation):
     """Strict: a customer scored again with other inputs past its day's budget is refused (the
     active party is told why), and the passive host sees that request as it sees any other: the
-    sealed answer and the ledger record of the same size, the same summary. (A red team read
+    sealed answer and the ledger record of the same size, the same summary. (What it sees later,
+    the base record a table reload seals, still counts charged rows: docs/online-scoring.md.) (A red team read
     the refusal in the summary, and in an answer and a ledger record that were missing: that
     the scored customer had spent its day; moving the clock it tells its enclave a day on per
     request, it then told whether two requests scored the same customer.)"""

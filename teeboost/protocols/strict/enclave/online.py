@@ -12,7 +12,9 @@ which), charges the ledger, and seals the bits of all its records on those rows,
 the run's positions (``online_records``). The ledger lives in here for the session; each
 request's entries leave as one sealed log record, which the host appends before the answer
 leaves. The host sees how many rows each request scored, nothing else: a request appends one
-entry per row, charged or not, so it does not show which rows were new today.
+entry per row, charged or not, so it does not show which rows were new today, and a request
+refused for the budget is answered as any other. (Open: the base record a table reload seals
+holds charged entries only, so its size counts them: docs/online-scoring.md.)
 """
 
 from __future__ import annotations
