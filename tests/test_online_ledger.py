@@ -31,8 +31,9 @@ def _entries(rng, n, key_bytes, now):
             "bits": rng.integers(0, 9, n).astype(np.int64)}
 
 
-def _by_rule(history, batch, keys, tags, cost, limit, now):
-    """-> (refused, bits charged per asked row), from every entry charged so far, plainly."""
+def _by_rule(history, batch, keys, tags, requests, cost, limit, now):
+    """-> (refused per row, bits charged per asked row), from every entry charged so far,
+    plainly: a request with a row over its budget is refused, and its rows charge nothing."""
     spent, seen = [], []
     for key, tag in zip(keys, tags):
         total, same = 0, False
@@ -44,8 +45,9 @@ def _by_rule(history, batch, keys, tags, cost, limit, now):
         spent.append(total)
         seen.append(same)
     charged = [0 if s else cost for s in seen]
-    refused = bool(limit) and max(s + c for s, c in zip(spent, charged)) > limit
-    return refused, charged
+    over = {r for r, s, c in zip(requests, spent, charged) if limit and s + c > limit}
+    refused = [r in over for r in requests]
+    return refused, [0 if r else c for r, c in zip(refused, charged)]
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -69,16 +71,17 @@ def test_charges_follow_the_rule_request_after_request(seed):
                 if rng.random() < 0.5:
                     tags[j] = history["tags"][i]
         now += float(rng.choice([1.0, 5_000.0, 40_000.0]))  # some entries pass out of the day
-        expected_refused, expected_charged = _by_rule(history, batch, keys, tags, 8, limit, now)
+        requests = np.sort(rng.integers(0, 3, k))  # a micro-batch of up to 3 requests
+        requests = np.unique(requests, return_inverse=True)[1].reshape(-1)
+        expected_refused, expected_charged = _by_rule(history, batch, keys, tags, requests, 8, limit, now)
         summary, version = {}, state["version"]
-        refused, record = online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now, summary)
-        assert bool(refused) == expected_refused
-        # refused or not, one record per request, and the host's summary says only its version
+        refused, why, record = online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now, summary,
+                                                           requests)
+        assert refused.tolist() == expected_refused
+        # refused or not, one record per batch, and the host's summary says only its version
         assert record and summary == {"version": version + 1} and state["version"] == version + 1
-        if refused:
-            assert "over its budget of" in refused
-            assert not state["ledger"]["bits"][-k:].any()  # its entries carry no bits
-            continue
+        assert ("over its budget of" in why) == any(expected_refused)
+        assert np.array_equal(state["ledger"]["bits"][-k:], expected_charged)  # a refused row's carries no bits
         new = np.array(expected_charged) > 0
         for name, values in (("keys", keys), ("tags", tags), ("epochs", np.full(k, now)),
                              ("bits", np.array(expected_charged, dtype=np.int64))):
@@ -167,22 +170,28 @@ def test_the_comparison_kernel_is_compiled_before_the_first_request():
     assert json.loads(done.stdout) == [0, 1, 1]
 
 
-def test_repeats_do_not_grow_the_ledger_without_bound():
-    """The same customer scored again and again with the same inputs (free each time): every
-    request writes an entry, and the ledger is compacted back to the charged ones as it doubles."""
+def test_the_ledger_holds_the_windows_requests_and_no_more():
+    """The same customers scored again and again with the same inputs (free each time but the
+    first of each day), a request every 5 minutes for 5 days: every request writes an entry per
+    row, charged or not, so the ledger holds the window's requests (which its host saw asked),
+    and past entries are compacted away as they pile up."""
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 255, (20, 8), dtype=np.uint8)
     tags = rng.integers(0, 255, (20, TAG), dtype=np.uint8)
     state = {"ledger": online_ledger.empty_ledger(), "batch": online_ledger.empty_ledger(), "max_bits_per_row": 64,
              "version": 1}
+    day = DAY_SECONDS // 300 * 20  # entries in a day's window
     sizes = []
     for step in range(1500):
-        summary = {}
-        refused, _ = online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, 1e9 + step, summary)
-        assert not refused  # 8 bits each, once: every later score is the same answer again
-        sizes.append(state["ledger"]["bits"].size)
-    assert max(sizes) <= 2 * 4096 + 20 and sizes[-1] < 30_000 // 4
-    assert int(state["ledger"]["bits"].sum()) == 20 * 8
+        now = 1e9 + 300 * step
+        refused, _, _ = online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now, {})
+        assert not refused.any()  # 8 bits each, once a day: every other score is the same answer again
+        ledger = state["ledger"]
+        live = ledger["epochs"] >= now - DAY_SECONDS
+        assert np.count_nonzero(live) == min(20 * (step + 1), day + 20)
+        assert int(ledger["bits"][live].sum()) == 20 * 8
+        sizes.append(ledger["bits"].size)
+    assert max(sizes) <= 2 * max(4096, day + 20) + 20 and sizes[-1] <= (day + 20) * 9 // 7
 
 
 class _Opener(_Sealer):
@@ -208,3 +217,17 @@ def test_a_log_ahead_of_the_hosts_recorded_version_is_replayed_and_one_behind_it
     broken = b"".join(len(r).to_bytes(4, "big") + r for i, r in enumerate(records) if i != 3)
     with pytest.raises(ProtocolError, match="unbroken chain"):
         online_ledger.replay_log(rt, 1, broken, 1)
+
+
+def test_a_batch_session_counts_only_charged_online_answers_as_given():
+    """The log holds refused and repeated requests' entries too (no bits): replayed for a batch
+    session, their (row, inputs) are not an answer already given, so not free there."""
+    rt = _Opener()
+    key, tag, other = np.full((1, 8), 7, np.uint8), np.full((1, TAG), 1, np.uint8), np.full((1, TAG), 2, np.uint8)
+    charged = {"keys": key, "tags": tag, "epochs": np.array([1e9]), "bits": np.array([8])}
+    refused = {"keys": key, "tags": other, "epochs": np.array([1e9 + 1]), "bits": np.array([0])}
+    records = [online_ledger.seal_record(rt, 1, 1, True, charged), online_ledger.seal_record(rt, 1, 2, False, refused)]
+    log = b"".join(len(r).to_bytes(4, "big") + r for r in records)
+    spent, seen = online_ledger.online_spending(rt, 1, log, 2, 1e9 + 10)
+    assert spent == {key.tobytes(): 8}
+    assert seen == {key.tobytes() + tag.tobytes()}  # the refused inputs are not free in a batch

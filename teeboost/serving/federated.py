@@ -208,23 +208,24 @@ class FederatedScorer:
                                                   for p in batch[0][2].handles}, looked_up)
         if self._scoring_sessions.begin() and self._strict is not None:
             self._strict.reset()  # its enclave session lived on the sessions just replaced
+        requests = np.repeat(np.arange(len(batch)), [len(part) for part, _, _ in batch])
         try:
             try:
-                values, reasons, sent = self._score_rows(ids, raw, found, looked_up)
+                values, reasons, sent = self._score_rows(ids, raw, found, looked_up, requests)
             except ProtocolError as exc:
                 if isinstance(exc, SealedRefusal) or STALE_IDS not in str(exc):
                     raise  # a sealed refusal's words may be its host's (N-TEE): never read as stale ids (red team)
                 if self._strict is not None:  # its sealed request was never opened: the channel is a record ahead
                     self._strict.reset()
                 self._forget_versions(str(exc))  # the data changed between the lookup and the routing:
-                values, reasons, sent = self._score_rows(ids, raw, None, looked_up)  # look up again, once
+                values, reasons, sent = self._score_rows(ids, raw, None, looked_up, requests)  # again, once
         except SessionPending as exc:  # its transport sessions are fine: kept for the attestation under way
             self.counts["unavailable"] += 1
             return [exc] * len(batch)
         except (TransportUnavailable, TimeoutError) as exc:
             return [self._unavailable(exc)] * len(batch)
         except SealedRefusal as exc:  # sealed by the passive enclave: the session is in step, and kept
-            if len(batch) > 1:
+            if len(batch) > 1:  # a whole batch refused by its host's rule, which the host knows
                 return [self._alone(item) for item in batch]  # one request's refusal is not its neighbours'
             return [self._refused(batch[0][0], exc)]
         except (ProtocolError, IntegrityError, EnclaveError) as exc:
@@ -256,10 +257,11 @@ class FederatedScorer:
             self.caches[party].version = ""
 
     def _score_rows(self, ids: list[str], raw: np.ndarray, found: "_Found | None",
-                    looked_up: int) -> tuple[np.ndarray, list, int]:
+                    looked_up: int, requests: np.ndarray | None = None) -> tuple[np.ndarray, list, int]:
         """``found``: the lookup stage's answer for ``ids`` (None: look them up here, on this
         stage's own session, e.g. again after the passive party's data changed); ``looked_up``:
-        the lookup stage's bytes for them."""
+        the lookup stage's bytes for them; ``requests``: each row's request in the micro-batch."""
+        requests = np.zeros(len(ids), np.int64) if requests is None else requests
         sessions = self._scoring_sessions
         channel = sessions.short()
         before = channel.traffic.to_dict()["bytes_total"]
@@ -276,9 +278,16 @@ class FederatedScorer:
         for group in _distinct_groups([tuple(int(h[i]) for h in handles.values()) for i in rows]):
             chosen = rows[group]
             part = {p: h[chosen] for p, h in handles.items()}
-            margin = (self._strict.margin(channel, raw[chosen], part, versions) if self._strict is not None
-                      else self.trees.margin(chosen.size, self._asker(channel, raw[chosen], part, versions)))
+            refused, why = np.zeros(chosen.size, bool), ""
+            if self._strict is not None:
+                numbered = np.unique(requests[chosen], return_inverse=True)[1].reshape(-1)
+                margin, refused, why = self._strict.margin(channel, raw[chosen], part, versions, numbered)
+            else:
+                margin = self.trees.margin(chosen.size, self._asker(channel, raw[chosen], part, versions))
             values[chosen] = np.asarray(self.model.ensemble.loss.predict(margin)).reshape(chosen.size, self._width)
+            values[chosen[refused]] = np.nan
+            for i in chosen[refused]:
+                reasons[i] = why[:500]
         sent = channel.traffic.to_dict()["bytes_total"] - before + looked_up
         self.counts["batches"] += 1
         self.counts["rows"] += int(rows.size)

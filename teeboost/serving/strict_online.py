@@ -145,21 +145,27 @@ class StrictOnlineActive:
             json.dumps(published_ensemble(model.ensemble)), *sm.record_arrays(model.owner),
             self.scorer.protocol == "ntee")))
 
-    def margin(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray], versions: dict[int, str]) -> np.ndarray:
+    def margin(self, channel, raw: np.ndarray, handles: dict[int, np.ndarray], versions: dict[int, str],
+               requests: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+        """-> (margins, the rows a passive enclave refused for their budget, why). ``requests``:
+        each row's request (0, 1, ...): a request with a row over budget is refused, its
+        neighbours in the micro-batch scored, in one exchange its passive host cannot tell from
+        any other (scored again one by one, a refused batch showed it the split: red team)."""
         with self._lock:
             enclave = self._session(versions)
             parties = sorted(handles)
-            requests = unpack_records(enclave.ecall("online_begin", serde.encode(om.StrictOnlineBatch(
+            sealed = unpack_records(enclave.ecall("online_begin", serde.encode(om.StrictOnlineBatch(
                 np.ascontiguousarray(raw, dtype=np.float64), np.array(parties, dtype=np.int64),
                 np.stack([handles[p] for p in parties]).astype(np.int64),
-                np.array([self.scorer.caches[p].n_ids for p in parties], dtype=np.int64)))))
+                np.array([self.scorer.caches[p].n_ids for p in parties], dtype=np.int64),
+                np.ascontiguousarray(requests, dtype=np.int64)))))
             digest = self.scorer.digest
             clear = self.scorer.protocol == "ntee"  # the passive host charges the rows it is told
             outputs = self.scorer.model.ensemble.n_outputs if clear else 0
             replies = channel.request_all({p: OnlineSealed(self._run_id, digest, versions[p], r, outputs,
                                                            self._path_bits(p) if clear else 0,
                                                            handles[p] if clear else np.zeros(0, np.int64))
-                                           for p, r in requests.items()})
+                                           for p, r in sealed.items()})
             answers = {}
             for party, reply in replies.items():
                 if not isinstance(reply, OnlineSealed) or reply.run_id != self._run_id:
@@ -170,9 +176,13 @@ class StrictOnlineActive:
                 cache = self.scorer.caches.get(out.party)
                 raise SealedRefusal(cache.name if cache is not None else f"passive-{out.party}", out.rule,
                                     out.detail.rstrip())
-            if not isinstance(out, sm.StrictPredictions):
-                raise ProtocolError(f"the enclave sent {type(out).__name__}, expected StrictPredictions")
-            return out.margin
+            if not isinstance(out, om.StrictOnlineMargins) or out.refused.shape != (raw.shape[0],):
+                raise ProtocolError(f"the enclave sent {type(out).__name__}, expected StrictOnlineMargins")
+            if not out.refused.any():
+                return out.margin, out.refused, ""
+            cache = self.scorer.caches.get(out.party)
+            name = cache.name if cache is not None else f"passive-{out.party}"
+            return out.margin, out.refused, str(SealedRefusal(name, "max_bits_per_row_per_day", out.detail))
 
     def _path_bits(self, party: int) -> int:
         """What the active enclave computes and seals for ``party`` (its enclave checks the two agree)."""

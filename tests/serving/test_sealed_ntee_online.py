@@ -509,12 +509,16 @@ honest = online_strict.unpack_records
 
 
 def watched(blob):
-    """What the host gets back from its enclave per request, written down."""
+    """What the host gets back from its enclave per request and per table load, written down."""
     parts = honest(blob)
     if 0 in parts and 2 in parts:
         with open(LOG, "a") as out:
             out.write(json.dumps({"answer": len(parts[0]), "ledger_record": len(parts.get(1, b"")),
                                   "summary": json.loads(parts[2])}) + "\\n")
+    elif 0 in parts and 1 in parts and b"ledger_version" in parts[1]:
+        with open(LOG, "a") as out:
+            out.write(json.dumps({"base_record": len(parts[0]),
+                                  "version": json.loads(parts[1])["ledger_version"]}) + "\\n")
     return parts
 
 
@@ -527,11 +531,15 @@ sys.exit(main(sys.argv[1:]))
 def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(federation):
     """Strict: a customer scored again with other inputs past its day's budget is refused (the
     active party is told why), and the passive host sees that request as it sees any other: the
-    sealed answer and the ledger record of the same size, the same summary. (What it sees later,
-    the base record a table reload seals, still counts charged rows: docs/online-scoring.md.) (A red team read
-    the refusal in the summary, and in an answer and a ledger record that were missing: that
-    the scored customer had spent its day; moving the clock it tells its enclave a day on per
-    request, it then told whether two requests scored the same customer.)"""
+    sealed answer and the ledger record of the same size, the same summary; a micro-batch holding
+    it and a new customer is one request, the new customer scored, as one of two new customers;
+    and later, in the base record its enclave seals at each table load (a new session), each
+    row asked, refused, repeated or new, is one entry more. (A red team read the refusal in the summary, and in an
+    answer and a ledger record that were missing: that the scored customer had spent its day;
+    moving the clock it tells its enclave a day on per request, it then told whether two
+    requests scored the same customer. A second read it after a reload, in a base record that
+    held charged entries only: +0 bytes for a refusal or a repeat, +41 for a new row; and in a
+    refused micro-batch scored again request by request.)"""
     tmp_path, configs = federation
     _train(configs, "strict")
     passive = configs["passive-1"]
@@ -556,16 +564,64 @@ def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(fede
             later = scorer.score(ids[1:2], features[1:2])
             assert first.reasons == [None] and later.reasons == [None]
             assert "max_bits_per_row_per_day" in refused.reasons[0] and np.isnan(refused.values).all()
+            # micro-batches of two requests, as the batcher forms them under load: the refused
+            # customer with a new one, then two new ones
+            mixed = _micro_batch(scorer, [(ids[:1], other), (ids[3:4], features[3:4])])
+            fresh = _micro_batch(scorer, [(ids[4:5], features[4:5]), (ids[5:6], features[5:6])])
+            assert "max_bits_per_row_per_day" in mixed[0].reasons[0] and np.isnan(mixed[0].values).all()
+            assert mixed[1].reasons == [None] and fresh[0].reasons == fresh[1].reasons == [None]
+            alone = scorer.score(ids[3:4], features[3:4])  # the same answer again (free), scored alone
+            assert np.array_equal(alone.values, mixed[1].values)
             assert scorer._strict.sessions == 1
         finally:
             scorer.close()
+        # each in a session of its own, so the enclave reloads its table and seals a base record
+        # before it: refused again, a repeat (free), a new customer, the new one repeated
+        again = _scored_once(load_config(configs["active"]), ids[:1], other)
+        repeat = _scored_once(load_config(configs["active"]), ids[:1], features[:1])
+        new = _scored_once(load_config(configs["active"]), ids[2:3], features[2:3])
+        _scored_once(load_config(configs["active"]), ids[2:3], features[2:3])
+        _scored_once(load_config(configs["active"]), ids[2:3], features[2:3])
+        assert "max_bits_per_row_per_day" in again.reasons[0]
+        assert repeat.reasons == [None] and new.reasons == [None]
     finally:
         passive.write_text(original)
         _restart(tmp_path, configs)
         _train(configs, "ntee")  # the module's model
-    seen = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(seen) == 3, seen
+    views = [json.loads(line) for line in log.read_text().splitlines()]
+    # the base record at each load is the size of one holding an entry per row asked before it
+    # (refused, repeated or new alike), whatever the entries say, at its version (which its host knows)
+    # (other tests of the module may have scored rows before: ``before`` entries, the same for all)
+    asked, loads = 0, []
+    for view in views:
+        asked += view["summary"]["rows"] if "summary" in view else 0
+        if "base_record" in view:
+            loads.append((asked, view["base_record"], view["version"]))
+    assert [a for a, _, _ in loads if a >= 8] == [8, 9, 10, 11, 12], loads
+
+    def overheads(before):  # the seal's overhead alone, if the sizes hold an entry per row asked
+        return {size - _base_record_bytes(before + a, version) for a, size, version in loads}
+    assert any(len(overheads(before)) == 1 for before in range(2000)), loads
+    seen = [view for view in views if "summary" in view]
+    assert len(seen) == 11, views  # one request per micro-batch: none scored again alone
     for view in seen:
         view["summary"].pop("version")  # one more per request, refused or not
     assert seen[1] == seen[2], seen  # the refused request and the next one look the same to the host
     assert seen[1]["summary"] == {"rows": 1, "refused": "", "detail": ""}
+    assert seen[3] == seen[4] and seen[3]["summary"]["rows"] == 2, seen  # so do the two micro-batches
+
+
+def _micro_batch(scorer, requests):
+    """Requests scored as one micro-batch, as the scorer's batcher groups them under load."""
+    found = scorer._serve_lookups(requests)
+    return scorer._serve([(i, x, f) for (i, x), f in zip(requests, found)])
+
+
+def _base_record_bytes(entries: int, version: int) -> int:
+    """What a base record of so many entries weighs at ``version``, before it is sealed."""
+    from teeboost.protocols.strict.enclave import online_messages as om
+    from teeboost.transport import serde
+
+    return len(serde.encode(om.StrictLedgerDelta(version, True, np.zeros((entries, 8), np.uint8),
+                                                 np.zeros((entries, 16), np.uint8), np.zeros(entries),
+                                                 np.zeros(entries, np.int64))))

@@ -13,8 +13,8 @@ the run's positions (``online_records``). The ledger lives in here for the sessi
 request's entries leave as one sealed log record, which the host appends before the answer
 leaves. The host sees how many rows each request scored, nothing else: a request appends one
 entry per row, charged or not, so it does not show which rows were new today, and a request
-refused for the budget is answered as any other. (Open: the base record a table reload seals
-holds charged entries only, so its size counts them: docs/online-scoring.md.)
+refused for the budget is answered as any other. The base record a table reload seals holds
+every entry of the day, charged or not: its size counts the rows asked, which the host saw.
 """
 
 from __future__ import annotations
@@ -81,6 +81,9 @@ def ecall_online_begin(rt, payload):
         raise ProtocolError("an online batch names a handle for every passive party")
     tags = _tags(state["tag_key"], msg.raw)
     counts = msg.id_counts if msg.id_counts.size == msg.parties.size else np.full(msg.parties.size, -1)
+    requests = msg.requests if msg.requests.size else np.zeros(n, np.int64)
+    if requests.shape != (n,) or requests.min() < 0 or requests.max() >= n:
+        raise ProtocolError("an online batch names each row's request, numbered from 0")
     out = {}
     for party, handles, n_ids in zip(msg.parties, msg.handles, counts):
         bound = state.setdefault("path_bits", {}).get(int(party))
@@ -88,7 +91,7 @@ def ecall_online_begin(rt, payload):
             bound = state["path_bits"][int(party)] = state["trees"].path_nodes(int(party))
         frame = serde.encode(om.StrictOnlineRequest(n, state["digest"], state["ensemble"].n_outputs, tags,
                                                     np.ascontiguousarray(handles, dtype=np.int64), state["clear"],
-                                                    int(bound), int(n_ids)))
+                                                    int(bound), int(n_ids), requests))
         out[int(party)] = current.channel(int(party)).seal(frame)
     state["pending"] = np.ascontiguousarray(msg.raw, dtype=np.float64)
     return pack_records(out)
@@ -106,19 +109,21 @@ def ecall_online_finish(rt, payload):
     if sorted(records) != current.peers:
         raise ProtocolError("record bits must come from every passive party")
     bits, precision, refusals = {}, [], []
+    refused, why = np.zeros(n, bool), (0, "")
     for party, record in records.items():  # every record is opened, a refusal's too: the channels stay in step
         answer = serde.decode(_unpadded(current.channel(party).open(record)))
         if isinstance(answer, om.StrictOnlineRefusal):
             if answer.party != party:
                 raise ProtocolError(f"party {party} sent party {answer.party}'s refusal")
-            if answer.names_records:  # in the session's first answer's place: it names the records
-                if state["ids"].get(party) is not None:
-                    raise ProtocolError(f"party {party} named its records twice in one session")
-                state["ids"][party] = _Named(answer.ids)
             refusals.append(answer)
             continue
-        if not isinstance(answer, sm.StrictRecordBits):
+        if not isinstance(answer, om.StrictOnlineBits):
             raise ProtocolError(f"party {party} sent {type(answer).__name__}, expected its record bits")
+        if answer.refused.shape != (n,):
+            raise ProtocolError(f"party {party} refused other rows than the ones to score")
+        if answer.refused.any() and not refused.any():
+            why = (party, answer.detail.rstrip())
+        refused |= answer.refused
         if answer.output_bits < 0:
             raise ProtocolError(f"party {party} names {answer.output_bits} output bits")
         if answer.output_bits:
@@ -147,8 +152,9 @@ def ecall_online_finish(rt, payload):
         return table[named.positions(records), rows]
 
     ensemble = state["ensemble"]
-    margin = state["trees"].margin(n, ask)
-    return serde.encode(sm.StrictPredictions(quantize_margins(ensemble, margin, min(precision, default=0))))
+    margin = quantize_margins(ensemble, state["trees"].margin(n, ask), min(precision, default=0))
+    margin[refused] = 0.0  # a refused row's margin never leaves (its passive bits were zeros anyway)
+    return serde.encode(om.StrictOnlineMargins(margin, refused, *why))
 
 
 class _Named:
@@ -270,8 +276,9 @@ def ecall_online_records(rt, payload):
     if request.model_digest != state["digest"]:
         raise ProtocolError("the active party scores with another model than the one this party's records were "
                             "released for")
-    if not 1 <= n <= MAX_ROWS or request.handles.shape != (n,) or request.tags.shape != (n, sm.TAG_BYTES):
-        raise ProtocolError(f"an online request scores 1 to {MAX_ROWS} rows, with one handle and tag each")
+    if not 1 <= n <= MAX_ROWS or request.handles.shape != (n,) or request.tags.shape != (n, sm.TAG_BYTES) \
+            or request.requests.shape != (n,) or request.requests.min() < 0 or request.requests.max() >= n:
+        raise ProtocolError(f"an online request scores 1 to {MAX_ROWS} rows, with one handle, tag and request each")
     if request.n_ids >= 0 and request.n_ids != state["codes"].n_rows:
         # before any handle is looked at: a table cut short by the host would otherwise refuse
         # exactly the handles past its end, and tell the host where the scored row is (red team)
@@ -313,18 +320,19 @@ def ecall_online_records(rt, payload):
         values, keys = state["codes"].rows_known(request.handles)
     else:
         values, keys = state["codes"].rows(request.handles)  # every row of the table is read
-    delta, over = b"", ""
+    delta, refused, over = b"", np.zeros(n, bool), ""
     if state["counted"]:
-        # over budget: the whole request is refused, and still scanned, charged (without bits) and
-        # answered as any other, its refusal sealed in an answer's place of the same size: its
-        # host cannot tell (the active party is told why)
-        over, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary)
+        # a request with a row over budget is refused (the active party's requests in this batch
+        # apart), and still scanned, charged (without bits) and answered as any other, which rows
+        # are refused sealed in the answer: its host cannot tell
+        refused, over, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary,
+                                             request.requests)
     elif state["max_bits_per_row"] and cost > state["max_bits_per_row"] and not request.clear:  # N-TEE: host's
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")
         return _refusal(channel, current.party, summary)
     table = state["table"]
-    bits = table.all_bits(values)  # (records in id order, rows)
+    bits = table.all_bits(values) & ~refused  # (records in id order, rows); a refused row's: zeros
     ids = table.ids
     if state["slots"] > ids.size:  # padded as batch prediction pads: the size shows no split count
         ids = np.concatenate([ids, np.zeros(state["slots"] - ids.size, dtype=np.int64)])
@@ -333,11 +341,10 @@ def ecall_online_records(rt, payload):
     if not names:
         ids = np.zeros(0, dtype=np.int64)
     state["ids_sent"] = True
-    answer = serde.encode(sm.StrictRecordBits(n, ids, np.packbits(bits.reshape(-1)), state["output_bits"]))
-    refusal = serde.encode(om.StrictOnlineRefusal(current.party, "max_bits_per_row_per_day",
-                                                  over[:DETAIL_WIDTH].ljust(DETAIL_WIDTH), names, ids))
-    size = max(len(answer), len(refusal))  # whichever it is, the same size
-    sealed = channel.seal(_padded(refusal if over else answer, size))
+    # refused or not, the same size: the refused rows are a mask, their words padded to one width
+    answer = serde.encode(om.StrictOnlineBits(n, ids, np.packbits(bits.reshape(-1)), refused, state["output_bits"],
+                                              over[:DETAIL_WIDTH].ljust(DETAIL_WIDTH)))
+    sealed = channel.seal(_padded(answer, len(answer)))
     return pack_records({0: sealed, 1: delta, 2: json.dumps(summary).encode()})
 
 

@@ -76,9 +76,9 @@ def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, in
     if last < host_version:
         raise ProtocolError(f"refused: the online ledger log ends at version {last}, before the version the host "
                             f"last recorded, {host_version} (a rolled back or foreign log)")
-    ledger = {k: np.concatenate([getattr(r, k) for r in records]) for k in ("keys", "tags", "epochs", "bits")}
-    charged = ledger["bits"] > 0
-    return {k: v[charged] for k, v in ledger.items()}, last
+    # every entry, charged or not, as ``charge_online`` keeps them: the base record a reload
+    # seals is as long as the rows asked in the window, which the host saw asked anyway
+    return {k: np.concatenate([getattr(r, k) for r in records]) for k in ("keys", "tags", "epochs", "bits")}, last
 
 
 def apply_records(rt, party: int, state: dict, blob: bytes) -> None:
@@ -90,21 +90,23 @@ def apply_records(rt, party: int, state: dict, blob: bytes) -> None:
                                 f"{state['version']} (a record was left out)")
         entries = {k: getattr(record, k) for k in ("keys", "tags", "epochs", "bits")}
         if record.base:
-            state["ledger"] = {k: v[entries["bits"] > 0] for k, v in entries.items()}
+            state["ledger"] = {k: np.array(v) for k, v in entries.items()}  # writable, as ``_append`` keeps them
         else:  # every entry, charged or not, as ``charge_online`` keeps them
             _append(state, entries)
         state["version"] = record.version
 
 
 def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarray, cost: int, now: float,
-            summary: dict) -> tuple[str, bytes]:
-    """Charge the rows (a row scored again with the same tag is free); refuse the whole
-    request if any row would pass its daily budget: -> (why it is refused, "" if it is not;
-    the sealed log record). Every comparison runs over the whole window's ledger, whichever
-    rows are asked, and a refused request appends its entries too, without bits: the record,
-    the memory written and ``summary`` (the host's) are those of a charge (red team: a refusal
-    its host saw told it the scored customer had spent its day, and, with the clock it tells
-    its enclave moved a day on per request, whether two requests scored the same customer)."""
+                  summary: dict, requests: np.ndarray | None = None) -> tuple[np.ndarray, str, bytes]:
+    """Charge the rows (a row scored again with the same tag is free); refuse a whole request
+    (``requests``: each row's request within the batch; None: one request) if any of its rows
+    would pass its daily budget: -> (which rows are refused, why, "" if none is; the sealed log
+    record). Every comparison runs over the whole window's ledger, whichever rows are asked,
+    and a refused request appends its entries too, without bits: the record, the memory
+    written and ``summary`` (the host's) are those of a charge (red team: a refusal its host
+    saw told it the scored customer had spent its day, and, with the clock it tells its
+    enclave moved a day on per request, whether two requests scored the same customer; a
+    batch refused whole, then scored request by request, showed it the split)."""
     ledger = state["ledger"]
     now = max(now, float(ledger["epochs"].max()) if ledger["epochs"].size else 0.0)
     asked = np.ascontiguousarray(keys).view(np.uint64).reshape(-1)
@@ -113,12 +115,13 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     spent_batch, seen_batch = _spending_in(state["batch"], asked, asked_tags, now)
     spent, seen = spent + spent_batch, seen | seen_batch
     charged = np.where(seen, 0, cost).astype(np.int64)
-    after = spent + charged
     limit = state["max_bits_per_row"]
-    refused = ""
-    if limit and after.max(initial=0) > limit:
-        refused = f"a row of this request is over its budget of {limit} bits per day ({cost} bits per score)"
-        charged = np.zeros_like(charged)
+    requests = np.zeros(asked.size, np.int64) if requests is None else requests
+    over = (spent + charged > limit) if limit else np.zeros(asked.size, bool)
+    # the writes depend on the request of each row (the batch's shape), never on which row is over
+    refused = (np.bincount(requests, weights=over, minlength=asked.size) > 0)[requests]
+    charged = np.where(refused, 0, charged)
+    why = f"a row of this request is over its budget of {limit} bits per day ({cost} bits per score)" if limit else ""
     entries = {"keys": np.ascontiguousarray(keys, dtype=np.uint8), "tags": np.ascontiguousarray(tags, dtype=np.uint8),
                "epochs": np.full(keys.shape[0], now), "bits": charged}
     # an entry per row, charged or not (a repeat's is inert: no bits, and ``_spending`` does not
@@ -129,21 +132,22 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     _append(state, entries)
     version = state["version"] = state["version"] + 1
     summary.update(version=version)
-    return refused, seal_record(rt, party, version, False, entries)
+    return refused, why if refused.any() else "", seal_record(rt, party, version, False, entries)
 
 
 def _compact(state: dict, now: float) -> None:
-    """Drop past entries and repeats' entries (no bits) once past ones are an eighth of the
-    ledger or it has doubled since it was last compacted: when, depends on time and on how many
-    rows were asked, never on which. (Until then every reader masks past entries, and a repeat's
-    counts nothing.) What is left is the day's charged entries, as a new session's replay holds them."""
+    """Drop past entries once they are an eighth of the ledger or it has doubled since it was
+    last compacted: when, depends on time and on how many rows were asked, never on which.
+    (Until then every reader masks past entries.) What is left is every entry of the window,
+    charged or not, as a new session's replay holds them: the ledger is as long as the rows
+    asked in the window, which the host saw asked (red team: keeping only charged entries made
+    the base record a reload seals count them, and told the host which requests were new rows)."""
     ledger = state["ledger"]
     n = ledger["bits"].size
     live = ledger["epochs"] >= now - DAY_SECONDS
     if (n - np.count_nonzero(live)) * 8 > n or n > 2 * max(state.get("compacted", 0), 4096):
-        keep = live & (ledger["bits"] > 0)
-        state["ledger"] = {k: v[keep] for k, v in ledger.items()}
-        state["compacted"] = int(np.count_nonzero(keep))
+        state["ledger"] = {k: v[live] for k, v in ledger.items()}
+        state["compacted"] = int(np.count_nonzero(live))
 
 
 def _append(state: dict, entries: dict) -> None:
@@ -242,5 +246,6 @@ def online_spending(rt, party: int, blob: bytes, version: int, now: float) -> tu
     seen: set[bytes] = set()
     for key, tag, bits in zip(ledger["keys"][live], ledger["tags"][live], ledger["bits"][live]):
         spent[key.tobytes()] = spent.get(key.tobytes(), 0) + int(bits)
-        seen.add(key.tobytes() + tag.tobytes())
+        if bits > 0:  # a charged answer; a refused or repeated request's entry gives nothing free
+            seen.add(key.tobytes() + tag.tobytes())
     return spent, seen

@@ -10,7 +10,7 @@ import numpy as np
 from teeboost.transport.serde import array_field, message
 
 __all__ = ["StrictOnlineModel", "StrictOnlineBatch", "StrictOnlineRequest", "StrictOnlineTable",
-           "StrictLedgerDelta", "StrictOnlineRefusal"]
+           "StrictLedgerDelta", "StrictOnlineRefusal", "StrictOnlineBits", "StrictOnlineMargins"]
 
 
 @message
@@ -38,6 +38,9 @@ class StrictOnlineBatch:
     parties: np.ndarray = array_field("int64", 1)
     handles: np.ndarray = array_field("int64", 2)
     id_counts: np.ndarray = array_field("int64", 1, optional=True)  # each party's id set size, as looked up
+    # each row's request within the batch (0, 1, ...; empty: one request): one refused for a
+    # row's budget is refused alone, and its neighbours are scored
+    requests: np.ndarray = array_field("int64", 1, optional=True)
 
 
 @message
@@ -55,6 +58,7 @@ class StrictOnlineRequest:
     clear: bool = False  # the active party told the passive host these handles (N-TEE)
     path_bits: int = 0  # the most of this party's nodes on a row's paths, summed over the trees
     n_ids: int = -1  # the size of the id set the handles were looked up in (-1: not said)
+    requests: np.ndarray = array_field("int64", 1, optional=True)  # as in ``StrictOnlineBatch``
 
 
 @message
@@ -102,13 +106,39 @@ class StrictLedgerDelta:
 @dataclass(frozen=True)
 class StrictOnlineRefusal:
     """Passive enclave -> the active enclave, sealed, in place of a request's record bits: the
-    request is refused by ``rule`` of party ``party``'s policy (its enclave's budget, or its
-    host's, told before the request was opened). Sealed on the session's channel, one record per
+    whole batch is refused by ``rule`` of party ``party``'s policy, its host's, told before the
+    request was opened (its enclave's row budget refuses rows within ``StrictOnlineBits``). Sealed on the session's channel, one record per
     request as an answer is, so the session goes on: a refusal only a host said left the
     channels a record apart, and the session was dropped."""
 
     party: int
     rule: str
     detail: str
-    names_records: bool = False  # ``ids`` names the records, as a session's first answer does
-    ids: np.ndarray = array_field("int64", 1, optional=True)
+
+
+@message
+@dataclass(frozen=True)
+class StrictOnlineBits:
+    """Passive enclave -> the active enclave, sealed: a request's record bits (as
+    ``StrictRecordBits``), and which rows' requests its budget refused (their bits are zeros)
+    and why, in words padded to one width: the same size whichever rows are refused, so the
+    host that carries it cannot tell."""
+
+    n_rows: int
+    ids: np.ndarray = array_field("int64", 1)
+    bits: np.ndarray = array_field("uint8", 1)  # records x rows, row-major, packed
+    refused: np.ndarray = array_field("bool", 1)  # per row
+    output_bits: int = 0
+    detail: str = ""
+
+
+@message
+@dataclass(frozen=True)
+class StrictOnlineMargins:
+    """Active enclave -> host: margins of the rows scored (zeros for a refused row), and
+    which rows a passive party's budget refused, with its words."""
+
+    margin: np.ndarray = array_field("float64", 2)
+    refused: np.ndarray = array_field("bool", 1)
+    party: int = 0
+    detail: str = ""
