@@ -27,6 +27,7 @@ from teeboost.serving.federated import FederatedScorer
 from teeboost.serving.scorer import PeerUnavailable
 
 from ..helpers import stop_passive_parties
+from . import host_view
 from .test_online_federated import _new_customers, _scorer_rows
 
 DEPTH = 3
@@ -500,34 +501,6 @@ def test_a_sealed_refusal_in_the_words_of_a_stale_id_set_is_only_a_refusal(feder
         _restart(tmp_path, configs)
 
 
-WATCH_PATCH = '''
-import json, sys
-from teeboost.deploy import online_strict
-
-LOG = sys.argv.pop(1)
-honest = online_strict.unpack_records
-
-
-def watched(blob):
-    """What the host gets back from its enclave per request and per table load, written down."""
-    parts = honest(blob)
-    if 0 in parts and 2 in parts:
-        with open(LOG, "a") as out:
-            out.write(json.dumps({"answer": len(parts[0]), "ledger_record": len(parts.get(1, b"")),
-                                  "summary": json.loads(parts[2])}) + "\\n")
-    elif 0 in parts and 1 in parts and b"ledger_version" in parts[1]:
-        with open(LOG, "a") as out:
-            out.write(json.dumps({"base_record": len(parts[0]),
-                                  "version": json.loads(parts[1])["ledger_version"]}) + "\\n")
-    return parts
-
-
-online_strict.unpack_records = watched
-from teeboost.cli import main
-sys.exit(main(sys.argv[1:]))
-'''
-
-
 def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(federation):
     """Strict: a customer scored again with other inputs past its day's budget is refused (the
     active party is told why), and the passive host sees that request as it sees any other: the
@@ -552,7 +525,7 @@ def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(fede
     ids = _new_customers(tmp_path, ids)
     log = tmp_path / "watched.jsonl"
     patch = tmp_path / "watch_patch.py"
-    patch.write_text(WATCH_PATCH)
+    patch.write_text(host_view.WATCH_PATCH)
     _restart(tmp_path, configs, str(patch), str(log))
     try:
         scorer = FederatedScorer(load_config(configs["active"]), "credit")
@@ -600,7 +573,7 @@ def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(fede
     assert [a for a, _, _ in loads if a >= 8] == [8, 9, 10, 11, 12], loads
 
     def overheads(before):  # the seal's overhead alone, if the sizes hold an entry per row asked
-        return {size - _base_record_bytes(before + a, version) for a, size, version in loads}
+        return {size - host_view.base_record_bytes(before + a, version) for a, size, version in loads}
     assert any(len(overheads(before)) == 1 for before in range(2000)), loads
     seen = [view for view in views if "summary" in view]
     assert len(seen) == 11, views  # one request per micro-batch: none scored again alone
@@ -615,13 +588,3 @@ def _micro_batch(scorer, requests):
     """Requests scored as one micro-batch, as the scorer's batcher groups them under load."""
     found = scorer._serve_lookups(requests)
     return scorer._serve([(i, x, f) for (i, x), f in zip(requests, found)])
-
-
-def _base_record_bytes(entries: int, version: int) -> int:
-    """What a base record of so many entries weighs at ``version``, before it is sealed."""
-    from teeboost.protocols.strict.enclave import online_messages as om
-    from teeboost.transport import serde
-
-    return len(serde.encode(om.StrictLedgerDelta(version, True, np.zeros((entries, 8), np.uint8),
-                                                 np.zeros((entries, 16), np.uint8), np.zeros(entries),
-                                                 np.zeros(entries, np.int64))))
