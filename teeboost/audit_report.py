@@ -81,10 +81,12 @@ def leakage_lines(entries: list[dict[str, Any]], routing: dict[str, int] | None,
     sessions = [e for e in entries if e["event"] == "charged" and e.get("epoch", 0) >= now - 86_400]
     if sessions:
         last = sessions[-1]
-        lines.append(f"  strict sessions: {len(sessions)}, {sum(int(e.get('bits', 0)) for e in sessions)} bits charged; "
-                     f"the enclave's ledger: {last.get('window_rows', 0)} rows, largest "
-                     f"{last.get('window_largest_per_row', 0)} bits per row, {last.get('window_total_bits', 0)} "
-                     "bits in all")
+        # at most: the enclave does not say what it charged (a row scored online with the same
+        # inputs is free, and which rows were scored online its host must not learn)
+        most = sum(int(e.get("rows", 0)) * int(e.get("cost_per_row", 0)) for e in sessions)
+        lines.append(f"  strict sessions: {len(sessions)}, {sum(int(e.get('rows', 0)) for e in sessions)} rows, at most "
+                     f"{most} bits charged (each row at most {max(int(e.get('cost_per_row', 0)) for e in sessions)}; "
+                     f"its enclave keeps the rest); the enclave's ledger: {last.get('window_rows', 0)} rows asked")
     elif routing is None:
         lines.append("  nothing counted")
     rule = "max_bits_per_row_per_day"

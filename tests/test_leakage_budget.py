@@ -112,9 +112,9 @@ def test_the_k_class_session_is_refused_once_it_would_exceed_the_budget(parties)
     n = margin.shape[0]  # the batch's rows the passive party holds too (PSI)
     assert margin.shape == (n, 200) and n > 250
     charged = entries(tmp_path, "charged")[-1]
-    assert charged["bits"] == n * 1600 and charged["window_largest_per_row"] == 1600
+    assert charged["rows"] == n and charged["cost_per_row"] == 1600
     second = attacker_model(channel, envs, aligned, params, np.roll(labels, 7), outputs=200, run_id="run-2")
-    with pytest.raises(ProtocolError, match=r"\[policy\] max_bits_per_row_per_day\).*at most 1600 bits per row"):
+    with pytest.raises(ProtocolError, match=r"\[policy\] max_bits_per_row_per_day\).*past 1600 bits per row per day"):
         score(channel, envs, second, batch)
     assert entries(tmp_path, "refused")[-1]["rule"] == "max_bits_per_row_per_day"
     party.close()
@@ -137,11 +137,11 @@ def test_one_output_of_many_passive_stumps_releases_at_most_its_bits(parties):
     assert np.unique(released).size <= 2 ** 8
     n = released.shape[0]
     assert released.shape == (n, 1) and n > 550
-    again = score(channel, envs, model, batch)  # the same question again: the same answer, nothing new
+    # the same question again: the same answer, nothing new (charged, it would pass the 8 bits a day)
+    again = score(channel, envs, model, batch)
     assert np.array_equal(again, released)
-    assert entries(tmp_path, "charged")[-1]["bits"] == 0
     changed = dataclasses.replace(batch, features=batch.features + 1.0)  # other active inputs: a new answer
-    with pytest.raises(ProtocolError, match=rf"max_bits_per_row_per_day\).*{n} of them to up to 16 bits"):
+    with pytest.raises(ProtocolError, match=r"max_bits_per_row_per_day\).*would take a row past 8 bits per row per day"):
         score(channel, envs, model, changed)
     # a restart resets nothing: the ledger is sealed on disk, its version in the row ledger
     party.close()
@@ -186,7 +186,7 @@ def test_the_run_rows_are_never_scored_after_strict_training(parties):
             strict_margin(channel, envs[0], model.ensemble, model.owner, aligned.take(rows).features, dataset)
     margin = strict_margin(channel, envs[0], model.ensemble, model.owner, aligned.take(test_pos).features, "test")
     assert margin.shape == (200, 1)
-    assert entries(tmp_path, "charged")[-1]["rows"] == 200 and entries(tmp_path, "charged")[-1]["bits"] == 200 * 8
+    assert entries(tmp_path, "charged")[-1]["rows"] == 200 and entries(tmp_path, "charged")[-1]["cost_per_row"] == 8
     assert entries(tmp_path, "setup")[-1]["rows"] == {"train": n - 400, "test": 200, "valid": 200}
     with pytest.raises(ProtocolError, match="no dataset 'test'"):  # each batch is scored once
         strict_margin(channel, envs[0], model.ensemble, model.owner, aligned.take(test_pos).features, "test")
@@ -264,7 +264,7 @@ def test_the_same_model_in_ntee_is_refused_and_in_strict_it_fits(parties):
     aligned = active.take(align(channel, active))
     model = attacker_model(channel, envs, aligned, params, aligned.labels)
     assert score(channel, envs, model, batch).shape[1] == 1
-    assert entries(tmp_path / "strict", "charged")[-1]["window_largest_per_row"] == 8
+    assert entries(tmp_path / "strict", "charged")[-1]["cost_per_row"] == 8
     party.close()
 
     (tmp_path / "ntee").mkdir()
@@ -293,7 +293,7 @@ def test_audit_show_reports_bits_against_the_budget(parties):
     assert shown.returncode == 0, shown.stderr
     assert "budget: 8 bits per row per day; strict outputs at 8 bits" in shown.stdout
     n = entries(tmp_path, "charged")[-1]["rows"]
-    assert f"strict sessions: 1, {8 * n} bits charged" in shown.stdout and "largest 8 bits per row" in shown.stdout
+    assert f"strict sessions: 1, {n} rows, at most {8 * n} bits charged (each row at most 8" in shown.stdout
     assert read_audit(tmp_path / "audit-telco.jsonl")[-1]["event"] in ("queries", "prediction queries", "charged")
 
 

@@ -411,8 +411,7 @@ class PassiveService(PredictionSessions):
     def _strict_session(self, dataset: str, summary: dict) -> None:
         """What a strict prediction session cost, as its enclave counted it."""
         self.audit.write("charged", run_id=self.run_id, peer=self.peer, dataset=dataset, protocol="strict",
-                         **{k: summary[k] for k in ("rows", "outputs", "output_bits", "charged_rows", "bits",
-                                                    "window_rows", "window_largest_per_row", "window_total_bits")
+                         **{k: summary[k] for k in ("rows", "outputs", "output_bits", "cost_per_row", "window_rows")
                             if k in summary})
 
     def _without_paths(self, text: str) -> str:

@@ -7,7 +7,10 @@ in the window with the same model and the same active inputs (the same answer ag
 new). A session that would take any row past ``max_bits_per_row`` in 24 hours releases nothing.
 
 The ledger is sealed to this platform and code and kept by the host between sessions; the host
-sees only counts. Rows are named by the host's keyed hashes of their ids; the tags (model and
+sees only what it knows already: the rows asked (the ledger holds an entry for each, charged or
+not, as the online ledger does) and whether the session was refused. What was charged, and how
+much a row had spent, would tell it which rows were also scored online, whose rows its host must
+not learn (``strict/enclave/online``; red team). Rows are named by the host's keyed hashes of their ids; the tags (model and
 active inputs) never leave sealed. ``version`` counts the ledgers written: the host keeps the
 last version it stored and an older copy is refused (docs/enclaves.md: the rollback guard).
 """
@@ -98,7 +101,8 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
     seen: set[bytes] = set()
     for key, tag, bits in zip(keys, tags, spent_bits):
         spent[key.tobytes()] = spent.get(key.tobytes(), 0) + int(bits)
-        seen.add(key.tobytes() + tag.tobytes())
+        if bits > 0:  # a charged answer (a repeat's entry, without bits, gives nothing free)
+            seen.add(key.tobytes() + tag.tobytes())
     charged = np.zeros(n, dtype=bool)
     for i in range(n):
         key = mine.row_keys[i].tobytes()
@@ -110,18 +114,16 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
         spent[key] = spent.get(key, 0) + cost
     batch = [spent.get(mine.row_keys[i].tobytes(), 0) + online.get(mine.row_keys[i, :KEY_BYTES].tobytes(), 0)
              for i in range(n)]
-    largest = max(batch, default=0)
-    summary.update(charged_rows=int(charged.sum()), bits=int(charged.sum()) * cost, largest_in_batch=largest)
-    if mine.max_bits_per_row and largest > mine.max_bits_per_row:
-        over = sum(1 for b in batch if b > mine.max_bits_per_row)
+    if mine.max_bits_per_row and max(batch, default=0) > mine.max_bits_per_row:
+        # the refusal says no figure: how far over, or how many rows, counts online spending
         summary.update(refused="max_bits_per_row_per_day", detail=f"scoring {n} row(s) at {cost} bits each "
-                       f"({request.outputs} output(s) x {bits_each} bits) would take {over} of them to up to "
-                       f"{largest} bits in 24 hours; at most {mine.max_bits_per_row} bits per row per day")
+                       f"({request.outputs} output(s) x {bits_each} bits) would take a row past "
+                       f"{mine.max_bits_per_row} bits per row per day (batch and online scoring together)")
         return b"", summary
-    new = sm.StrictLedger(ledger.version + 1, np.concatenate([keys, mine.row_keys[charged]]),
-                          np.concatenate([tags, request.tags[charged]]),
-                          np.concatenate([epochs, np.full(int(charged.sum()), now)]),
-                          np.concatenate([spent_bits, np.full(int(charged.sum()), cost, dtype=np.int64)]))
-    summary.update(version=new.version, window_rows=len(spent), window_largest_per_row=max(spent.values(), default=0),
-                   window_total_bits=int(sum(spent.values())))
+    # an entry per row, charged or not: the ledger's size counts the rows asked, never which
+    # were free (a row scored online with the same inputs is free here, and its host must not see it)
+    new = sm.StrictLedger(ledger.version + 1, np.concatenate([keys, mine.row_keys]),
+                          np.concatenate([tags, request.tags]), np.concatenate([epochs, np.full(n, now)]),
+                          np.concatenate([spent_bits, np.where(charged, cost, 0).astype(np.int64)]))
+    summary.update(version=new.version, window_rows=len({bytes(k) for k in new.keys}))  # distinct rows asked
     return rt.seal(serde.encode(new), LEDGER_CONTEXT + party.to_bytes(4, "big")), summary
