@@ -45,7 +45,9 @@ def _by_rule(history, batch, keys, tags, requests, cost, limit, now):
         spent.append(total)
         seen.append(same)
     charged = [0 if s else cost for s in seen]
-    over = {r for r, s, c in zip(requests, spent, charged) if limit and s + c > limit}
+    # a customer named again in the batch: what its earlier rows charge counts too
+    before = [sum(c for k, c in zip(keys[:j], charged[:j]) if bytes(k) == bytes(keys[j])) for j in range(len(keys))]
+    over = {r for r, s, b, c in zip(requests, spent, before, charged) if limit and s + b + c > limit}
     refused = [r in over for r in requests]
     return refused, [0 if r else c for r, c in zip(refused, charged)]
 
@@ -231,3 +233,19 @@ def test_a_batch_session_counts_only_charged_online_answers_as_given():
     spent, seen = online_ledger.online_spending(rt, 1, log, 2, 1e9 + 10)
     assert spent == {key.tobytes(): 8}
     assert seen == {key.tobytes() + tag.tobytes()}  # the refused inputs are not free in a batch
+
+
+def test_one_customer_named_many_times_in_a_batch_spends_one_budget():
+    """The same customer 64 times in one batch, with other inputs each time (a red team's
+    batch: each row was compared with the ledger alone, and 512 bits left against a budget of
+    16): the rows past the budget's request is refused; in a micro-batch of one request per
+    row, the first two are scored and the rest refused."""
+    key = np.full((64, 8), 9, np.uint8)
+    tags = np.random.default_rng(0).integers(0, 255, (64, TAG), dtype=np.uint8)
+    state = {"ledger": online_ledger.empty_ledger(), "batch": online_ledger.empty_ledger(), "max_bits_per_row": 16,
+             "version": 1}
+    refused, why, _ = online_ledger.charge_online(_Sealer(), 1, state, key, tags, 8, 1e9, {})
+    assert refused.all() and "over its budget of 16" in why and not state["ledger"]["bits"].any()
+    refused, _, _ = online_ledger.charge_online(_Sealer(), 1, state, key, tags, 8, 1e9 + 1, {}, np.arange(64))
+    assert refused.tolist() == [False, False] + [True] * 62
+    assert int(state["ledger"]["bits"].sum()) == 16

@@ -275,7 +275,12 @@ class FederatedScorer:
                 if reasons[i] is None:
                     reasons[i] = f"passive party {self._names[party]!r} does not hold this id"
         rows = np.flatnonzero(held)
-        for group in _distinct_groups([tuple(int(h[i]) for h in handles.values()) for i in rows]):
+        # strict: one request whatever it holds (its passive enclave charges a customer named
+        # twice once per naming; split, the requests showed its host a repeated customer: red
+        # team); otherwise the passive party answers about distinct rows
+        groups = ([np.arange(rows.size)] if self.protocol == "strict" and rows.size else
+                  _distinct_groups([tuple(int(h[i]) for h in handles.values()) for i in rows]))
+        for group in groups:
             chosen = rows[group]
             part = {p: h[chosen] for p, h in handles.items()}
             refused, why = np.zeros(chosen.size, bool), ""

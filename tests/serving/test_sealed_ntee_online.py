@@ -523,6 +523,7 @@ def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(fede
     held = set(pd.read_csv(tmp_path / "passive-1.csv", dtype={"id": str})["id"])
     features = features[[i in held for i in ids]]
     ids = _new_customers(tmp_path, ids)
+    assert len(ids) >= 8
     log = tmp_path / "watched.jsonl"
     patch = tmp_path / "watch_patch.py"
     patch.write_text(host_view.WATCH_PATCH)
@@ -545,6 +546,14 @@ def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(fede
             assert mixed[1].reasons == [None] and fresh[0].reasons == fresh[1].reasons == [None]
             alone = scorer.score(ids[3:4], features[3:4])  # the same answer again (free), scored alone
             assert np.array_equal(alone.values, mixed[1].values)
+            # one customer twice: in one request with two applications (16 bits: refused whole),
+            # and in a micro-batch of two requests (the first scored, the second refused); each
+            # one passive request of 2 rows (a red team's batch of 64 copies spent 512 bits
+            # against 16, and the copies went out as requests of their own, which the host saw)
+            twice = scorer.score([ids[6], ids[6]], np.vstack([features[6], features[6] + 1.0]))
+            assert all("max_bits_per_row_per_day" in r for r in twice.reasons) and np.isnan(twice.values).all()
+            split = _micro_batch(scorer, [(ids[7:8], features[7:8]), (ids[7:8], features[7:8] + 1.0)])
+            assert split[0].reasons == [None] and "max_bits_per_row_per_day" in split[1].reasons[0]
             assert scorer._strict.sessions == 1
         finally:
             scorer.close()
@@ -570,18 +579,19 @@ def test_a_strict_passive_host_cannot_tell_a_request_refused_for_its_budget(fede
         asked += view["summary"]["rows"] if "summary" in view else 0
         if "base_record" in view:
             loads.append((asked, view["base_record"], view["version"]))
-    assert [a for a, _, _ in loads if a >= 8] == [8, 9, 10, 11, 12], loads
+    assert [a for a, _, _ in loads if a >= 12] == [12, 13, 14, 15, 16], loads
 
     def overheads(before):  # the seal's overhead alone, if the sizes hold an entry per row asked
         return {size - host_view.base_record_bytes(before + a, version) for a, size, version in loads}
     assert any(len(overheads(before)) == 1 for before in range(2000)), loads
     seen = [view for view in views if "summary" in view]
-    assert len(seen) == 11, views  # one request per micro-batch: none scored again alone
+    assert len(seen) == 13, views  # one request per micro-batch: none scored again alone
     for view in seen:
         view["summary"].pop("version")  # one more per request, refused or not
     assert seen[1] == seen[2], seen  # the refused request and the next one look the same to the host
     assert seen[1]["summary"] == {"rows": 1, "refused": "", "detail": ""}
     assert seen[3] == seen[4] and seen[3]["summary"]["rows"] == 2, seen  # so do the two micro-batches
+    assert seen[6] == seen[7] == seen[3], seen  # and a customer named twice
 
 
 def _micro_batch(scorer, requests):
