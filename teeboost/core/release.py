@@ -25,12 +25,14 @@ def output_ranges(ensemble) -> np.ndarray:
     return ranges
 
 
-def quantize_margins(ensemble, margin: np.ndarray, bits: int) -> np.ndarray:
+def quantize_margins(ensemble, margin: np.ndarray, bits: int, ranges: np.ndarray | None = None) -> np.ndarray:
     """Each output of ``margin`` (rows, outputs) rounded to the nearest of ``2**bits`` evenly
-    spaced levels of its range; ``bits`` 0: unchanged."""
+    spaced levels of its range; ``bits`` 0: unchanged. ``ranges``: ``output_ranges(ensemble)``,
+    if the caller keeps it (a loop over every node: 1-2 ms for 100 trees of depth 6, per batch
+    of an online session, where it was a fifth of the active enclave's time, py-spy)."""
     if bits <= 0:
         return margin
-    ranges = output_ranges(ensemble)
+    ranges = output_ranges(ensemble) if ranges is None else ranges
     low, high = ranges[:, 0], ranges[:, 1]
     span = np.where(high > low, high - low, 1.0)
     steps = float(2 ** bits - 1)

@@ -137,10 +137,13 @@ class EnsembleArrays:
         return total
 
     def margin(self, n_rows: int, ask: Callable[[int, np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-        leaves = self.leaves(n_rows, ask)
+        values = self.value[self.leaves(n_rows, ask)]  # (trees, rows)
         sums = np.zeros((n_rows, self.n_outputs), dtype=np.float64)
-        for t in range(leaves.shape[0]):  # tree by tree, then the base margin, as ``Ensemble.margin`` adds them
-            sums[:, self.outputs[t]] += self.value[leaves[t]]
+        for output in range(self.n_outputs):  # tree by tree (a running sum, in order), then the base
+            # margin, as ``Ensemble.margin`` adds them; a loop over trees was a tenth of an online batch
+            mine = values[self.outputs == output]
+            if mine.shape[0]:
+                sums[:, output] = np.cumsum(mine, axis=0)[-1]
         out = np.tile(self.base_margin, (n_rows, 1))
         out += sums
         return out

@@ -25,7 +25,7 @@ import json
 import numpy as np
 
 from teeboost.core.model import Ensemble
-from teeboost.core.release import quantize_margins
+from teeboost.core.release import output_ranges, quantize_margins
 from teeboost.core.vector_routing import EnsembleArrays, RecordArrays
 from teeboost.errors import ProtocolError
 from teeboost.protocols.enclave.handshake import expect, role
@@ -61,7 +61,8 @@ def ecall_online_model(rt, payload):
                           "trees": EnsembleArrays(ensemble),
                           "own_records": RecordArrays(msg.own_ids, msg.own_features, msg.own_thresholds,
                                                       msg.own_missing_left, msg.own_categories),
-                          "tag_key": digest + _own_records_digest(own), "clear": bool(msg.clear)}
+                          "tag_key": digest + _own_records_digest(own), "clear": bool(msg.clear),
+                          "ranges": output_ranges(ensemble)}
     return digest
 
 
@@ -152,7 +153,7 @@ def ecall_online_finish(rt, payload):
         return table[named.positions(records), rows]
 
     ensemble = state["ensemble"]
-    margin = quantize_margins(ensemble, state["trees"].margin(n, ask), min(precision, default=0))
+    margin = quantize_margins(ensemble, state["trees"].margin(n, ask), min(precision, default=0), state["ranges"])
     margin[refused] = 0.0  # a refused row's margin never leaves (its passive bits were zeros anyway)
     return serde.encode(om.StrictOnlineMargins(margin, refused, *why))
 
