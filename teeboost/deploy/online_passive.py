@@ -17,6 +17,7 @@ request scored (``teeboost.protocols.strict.online``).
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -57,10 +58,16 @@ def online_state_path(service_config, suffix: str) -> Path:
     return service_config.model_dir / suffix.lstrip(".")
 
 
+_SERIALS = itertools.count(1)
+
+
 @dataclass
 class _Snapshot:
     data: PartyData
     ids: ServedIdSet
+    # one per data read: the values may change under the same ids (and id set version), and an
+    # enclave's table must follow them (it kept the values it was first given: red team)
+    serial: int = field(default_factory=lambda: next(_SERIALS))
     keys: dict = field(default_factory=dict)  # handle -> row ledger key (each row's HMAC once, not per level)
 
     def row_keys(self, ledger, handles: np.ndarray) -> np.ndarray:

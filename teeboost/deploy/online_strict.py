@@ -54,7 +54,7 @@ BUSY_SECONDS = 120.0  # a session that served a request this recently is in use
 class _Session:
     side: StrictPredictPassive
     model: PassiveModel
-    loaded: tuple[str, str] | None = None  # (model digest, id set version) in its enclave
+    loaded: tuple[str, str, int] | None = None  # (model digest, id set version, data read) in its enclave
     batch_version: int = -1  # the batch ledger version its enclave last read
     seen: int = 0  # the last online ledger version its enclave knows
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -257,7 +257,7 @@ class StrictOnlinePassive:
     def _load(self, session: _Session, snap) -> None:
         """The table of this model and data version into the session's enclave (once); the
         ledger lock is held."""
-        if session.loaded == (session.model.model_digest, snap.ids.version):
+        if session.loaded == (session.model.model_digest, snap.ids.version, snap.serial):
             return
         model = session.model
         ordered = snap.data.take(snap.ids.order)
@@ -286,7 +286,7 @@ class StrictOnlinePassive:
             sealed_ledger.restart_online(parts[0], version)
             self._recent = [(version, parts[0])]
             session.seen = version
-        session.loaded = (model.model_digest, snap.ids.version)
+        session.loaded = (model.model_digest, snap.ids.version, snap.serial)
         self.service.audit.write("online table", peer=self.service.peer, model=model.model_digest[:16],
                                  rows=int(summary["rows"]))
 

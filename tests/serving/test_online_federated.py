@@ -265,6 +265,62 @@ def test_a_strict_passive_host_cannot_tell_from_a_batch_which_rows_were_scored_o
     assert views[0][0]["rows"] == 1 and views[0][1] > 0
 
 
+def test_a_customer_whose_passive_values_changed_is_charged_again(federation):
+    """Strict, 8 bits a day: a customer scored online, then the same question again after the
+    passive party changed the customer's values (a daily data update): a new answer, refused,
+    where the same answer again was free and gave the active host the new values (red team:
+    the tag named the model and the active inputs only)."""
+    tmp_path, configs, _ = federation
+    passive = configs["passive-1"]
+    text = passive.read_text()
+    passive.write_text(text.replace("max_bits_per_row_per_day = 256", "max_bits_per_row_per_day = 8"))
+    try:
+        trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
+        assert trained.returncode == 0, trained.stderr
+        config = load_config(configs["active"])
+        ids, features = _scorer_rows(tmp_path, config, 2, skip=900)
+        ids = _new_customers(tmp_path, ids)
+        _set_passive_values(tmp_path, ids, -1e9)  # every numeric passive split: left
+        _restart_passive(federation)
+        scorer = FederatedScorer(load_config(configs["active"]), "credit")
+        try:
+            assert scorer.score(ids[:1], features[:1]).reasons == [None]
+            assert scorer.score(ids[:1], features[:1]).reasons == [None]  # the same answer again: free
+            _set_passive_values(tmp_path, ids, 1e9)  # and now right: another answer
+            changed = _eventually(lambda: scorer.score(ids[:1], features[:1]),
+                                  lambda out: out.reasons[0] is not None)
+            assert "max_bits_per_row_per_day" in changed.reasons[0] and np.isnan(changed.values).all()
+            assert scorer.score(ids[1:2], features[1:2]).reasons == [None]  # another customer: scored
+        finally:
+            scorer.close()
+    finally:
+        passive.write_text(text)
+        _restart_passive(federation)
+
+
+def _set_passive_values(tmp_path, ids, value):
+    """The passive party's numeric columns of these customers set to ``value`` (its file
+    replaced atomically; the party re-reads it)."""
+    path = tmp_path / "passive-1.csv"
+    frame = pd.read_csv(path, dtype={"id": str})
+    numeric = [c for c in frame.columns if c != "id" and pd.api.types.is_numeric_dtype(frame[c])]
+    frame.loc[frame["id"].isin(ids), numeric] = value
+    tmp = tmp_path / "passive-1.tmp"
+    frame.to_csv(tmp, index=False)
+    tmp.replace(path)
+
+
+def _eventually(call, done, seconds=30.0):
+    """``call()`` until ``done(its answer)`` (the passive party re-reads its file within a few
+    seconds) -> the last answer."""
+    deadline = time.monotonic() + seconds
+    while True:
+        out = call()
+        if done(out) or time.monotonic() > deadline:
+            return out
+        time.sleep(0.5)
+
+
 def _new_customers(tmp_path, ids):
     """The passive party gains customers with these rows' values under new ids (its file is
     replaced atomically and re-read): -> the new ids."""

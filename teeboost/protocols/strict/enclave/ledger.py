@@ -17,6 +17,7 @@ last version it stored and an older copy is refused (docs/enclaves.md: the rollb
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -25,7 +26,7 @@ from teeboost.errors import ProtocolError
 from teeboost.transport import serde
 from teeboost.protocols.strict.enclave import messages as sm
 
-__all__ = ["LEDGER_CONTEXT", "charge_session", "DAY_SECONDS", "FULL_PRECISION_BITS", "host_time"]
+__all__ = ["LEDGER_CONTEXT", "charge_session", "answer_tags", "DAY_SECONDS", "FULL_PRECISION_BITS", "host_time"]
 
 LEDGER_CONTEXT = b"teeboost-strict-row-ledger-v1:"
 DAY_SECONDS = 86_400.0
@@ -43,6 +44,20 @@ def host_time(value) -> float:
     if not math.isfinite(now):
         raise ProtocolError(f"refused: the host's time is {now}, not a finite number of seconds")
     return now
+
+
+def answer_tags(tags: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """Each row's tag (the model and the active inputs, from the active enclave) bound to this
+    party's answer on the row: its record bits, records in id order, ``bits`` (records, rows).
+    The same tag again is then the same answer again, free; a row whose values changed since
+    answers anew and is charged (red team: a tag of the active side alone let the active host
+    ask again, free, after each change of the passive party's data, and read the new values)."""
+    packed = np.packbits(np.ascontiguousarray(np.asarray(bits, dtype=bool).T), axis=1)
+    out = np.empty((tags.shape[0], sm.TAG_BYTES), dtype=np.uint8)
+    for j in range(tags.shape[0]):  # the same work per row, whatever it holds
+        out[j] = np.frombuffer(hashlib.blake2b(bytes(tags[j]) + packed[j].tobytes(),
+                                               digest_size=sm.TAG_BYTES).digest(), np.uint8)
+    return out
 
 
 def _empty() -> sm.StrictLedger:
@@ -67,10 +82,11 @@ def _open(rt, party: int, mine: sm.StrictRecordsIn) -> sm.StrictLedger:
     return ledger
 
 
-def charge_session(rt, party: int, request: sm.StrictPredictRequest,
-                   mine: sm.StrictRecordsIn) -> tuple[bytes, dict]:
+def charge_session(rt, party: int, request: sm.StrictPredictRequest, mine: sm.StrictRecordsIn,
+                   answers: np.ndarray) -> tuple[bytes, dict]:
     """-> (the new sealed ledger, or b"" when nothing changed; a summary for the host).
-    ``summary["refused"]`` names the rule when the session must release nothing."""
+    ``summary["refused"]`` names the rule when the session must release nothing. ``answers``:
+    this party's record bits on the rows (records, rows), computed but not yet sent."""
     n = request.n_rows
     bits_each = mine.output_bits or FULL_PRECISION_BITS
     cost = int(request.outputs) * bits_each
@@ -88,6 +104,7 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
     if mine.row_keys.shape != (n, 16) or request.tags.shape != (n, sm.TAG_BYTES):
         raise ProtocolError("one row key and one tag per row scored")
     ledger = _open(rt, party, mine)
+    asked_tags = answer_tags(request.tags, answers)
     now = host_time(mine.now)
     if ledger.epochs.size:
         now = max(now, float(ledger.epochs.max()))  # a clock set back does not reopen the window
@@ -106,8 +123,8 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
     charged = np.zeros(n, dtype=bool)
     for i in range(n):
         key = mine.row_keys[i].tobytes()
-        scoring = key + request.tags[i].tobytes()
-        if scoring in seen or mine.row_keys[i, :KEY_BYTES].tobytes() + request.tags[i].tobytes() in online_seen:
+        scoring = key + asked_tags[i].tobytes()
+        if scoring in seen or mine.row_keys[i, :KEY_BYTES].tobytes() + asked_tags[i].tobytes() in online_seen:
             continue
         seen.add(scoring)
         charged[i] = True
@@ -123,7 +140,7 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest,
     # an entry per row, charged or not: the ledger's size counts the rows asked, never which
     # were free (a row scored online with the same inputs is free here, and its host must not see it)
     new = sm.StrictLedger(ledger.version + 1, np.concatenate([keys, mine.row_keys]),
-                          np.concatenate([tags, request.tags]), np.concatenate([epochs, np.full(n, now)]),
+                          np.concatenate([tags, asked_tags]), np.concatenate([epochs, np.full(n, now)]),
                           np.concatenate([spent_bits, np.where(charged, cost, 0).astype(np.int64)]))
     summary.update(version=new.version, window_rows=len({bytes(k) for k in new.keys}))  # distinct rows asked
     return rt.seal(serde.encode(new), LEDGER_CONTEXT + party.to_bytes(4, "big")), summary

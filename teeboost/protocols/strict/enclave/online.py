@@ -32,7 +32,7 @@ from teeboost.protocols.enclave.handshake import expect, role
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
-from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS, host_time
+from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS, answer_tags, host_time
 from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable, compile_kernels
 from teeboost.protocols.strict.enclave.online_ledger import (apply_records, batch_spending, charge_online,
                                                              compile_spending, empty_ledger, replay_log,
@@ -321,19 +321,20 @@ def ecall_online_records(rt, payload):
         values, keys = state["codes"].rows_known(request.handles)
     else:
         values, keys = state["codes"].rows(request.handles)  # every row of the table is read
+    table = state["table"]
+    answers = table.all_bits(values)  # (records in id order, rows); nothing leaves before the charge
     delta, refused, over = b"", np.zeros(n, bool), ""
     if state["counted"]:
         # a request with a row over budget is refused (the active party's requests in this batch
         # apart), and still scanned, charged (without bits) and answered as any other, which rows
         # are refused sealed in the answer: its host cannot tell
-        refused, over, delta = charge_online(rt, current.party, state, keys, request.tags, cost, now, summary,
-                                             request.requests)
+        refused, over, delta = charge_online(rt, current.party, state, keys, answer_tags(request.tags, answers), cost,
+                                             now, summary, request.requests)
     elif state["max_bits_per_row"] and cost > state["max_bits_per_row"] and not request.clear:  # N-TEE: host's
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")
         return _refusal(channel, current.party, summary)
-    table = state["table"]
-    bits = table.all_bits(values) & ~refused  # (records in id order, rows); a refused row's: zeros
+    bits = answers & ~refused  # a refused row's: zeros
     ids = table.ids
     if state["slots"] > ids.size:  # padded as batch prediction pads: the size shows no split count
         ids = np.concatenate([ids, np.zeros(state["slots"] - ids.size, dtype=np.int64)])

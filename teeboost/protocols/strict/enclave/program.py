@@ -290,9 +290,6 @@ def ecall_predict_records(rt, payload):
         records = (table.ids, table.features, table.thresholds, table.missing_left, table.categories)
     else:  # disclosed records, or one operator running every party
         records = (mine.ids, mine.features, mine.thresholds, mine.missing_left, mine.categories)
-    ledger, summary = charge_session(rt, current.party, request, mine)
-    if summary["refused"]:
-        return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
     try:
         left = sm.go_left_by_record(*records, mine.raw)
     except ProtocolError:
@@ -302,6 +299,9 @@ def ecall_predict_records(rt, payload):
         raise ProtocolError("the rows to score do not fit this party's sealed records") from None
     ids = np.array(sorted(left), dtype=np.int64)
     bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n_rows), dtype=bool)
+    ledger, summary = charge_session(rt, current.party, request, mine, bits)  # before any bit leaves
+    if summary["refused"]:
+        return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
     if slots > ids.size:  # red team: the answer's size, which the host relays, showed how many splits it won
         ids = np.concatenate([ids, np.zeros(slots - ids.size, dtype=np.int64)])  # id 0: no record
         bits = np.concatenate([bits, np.zeros((slots - bits.shape[0], n_rows), dtype=bool)])
