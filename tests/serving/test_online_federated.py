@@ -223,46 +223,63 @@ def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
 
 
 def test_a_strict_passive_host_cannot_tell_from_a_batch_which_rows_were_scored_online(federation):
-    """Customer X scored online, customer Y not; then each scored in a batch with the same
-    inputs (X's is the same answer again: free). The passive host sees both batch sessions
-    alike: the same audit line and the same growth of the sealed batch ledger. (A red team read
-    X's online score from the session's summary, whose charged rows, bits and largest spending
-    counted online scoring, and from a ledger that grew only by the rows charged.)"""
+    """Strict, 16 bits a day, 8 a score. Customer X scored online, Y not, then each scored in a
+    batch with the same inputs (X's is the same answer again: free); then Z scored online twice
+    (its day spent) and in a batch with other inputs: refused, the active party told why. The
+    passive host sees the three batch sessions alike: the same audit line, the same growth of
+    the sealed batch ledger. (Red teams read X's online score from the session's summary, whose
+    charged rows, bits and largest spending counted online scoring, and from a ledger that grew
+    only by the rows charged; and Z's from a refusal its host saw.)"""
     tmp_path, configs, _ = federation
-    trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
-    assert trained.returncode == 0, trained.stderr
-    config = load_config(configs["active"])
-    ids, _ = _scorer_rows(tmp_path, config, 2, skip=700)
-    ids = _new_customers(tmp_path, ids)
-    _restart_passive(federation)
-    config = load_config(configs["active"])
-    model = load_active(config.model_dir / "active.json")
-    frames = []
-    for i, customer in enumerate(ids):
-        frame = _rows(tmp_path, 702 + i).iloc[701 + i:].copy()
-        frame["id"] = [customer]
-        frames.append(frame)
-    same = PartyData.from_frame(frames[0][["id", *model.feature_names]], id_column="id", name="active",
-                                source="test").conform(model.feature_names, model.vocabularies, "model").features
-    scorer = FederatedScorer(config, "credit")
+    passive = configs["passive-1"]
+    text = passive.read_text()
+    passive.write_text(text.replace("max_bits_per_row_per_day = 256", "max_bits_per_row_per_day = 16"))
     try:
-        assert scorer.score(ids[:1], same).reasons == [None]  # X online
+        trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
+        assert trained.returncode == 0, trained.stderr
+        config = load_config(configs["active"])
+        ids, _ = _scorer_rows(tmp_path, config, 3, skip=700)
+        ids = _new_customers(tmp_path, ids)
+        assert len(ids) == 3
+        _restart_passive(federation)
+        config = load_config(configs["active"])
+        model = load_active(config.model_dir / "active.json")
+        frames = []
+        for i, customer in enumerate(ids):
+            frame = _rows(tmp_path, 702 + i).iloc[701 + i:].copy()
+            frame["id"] = [customer]
+            frames.append(frame)
+        inputs = [PartyData.from_frame(f[["id", *model.feature_names]], id_column="id", name="active", source="test")
+                  .conform(model.feature_names, model.vocabularies, "model").features for f in frames]
+        scorer = FederatedScorer(config, "credit")
+        try:
+            assert scorer.score(ids[:1], inputs[0]).reasons == [None]  # X online
+            assert scorer.score(ids[2:3], inputs[2] + 1.0).reasons == [None]  # Z online, twice
+            assert scorer.score(ids[2:3], inputs[2] + 2.0).reasons == [None]
+        finally:
+            scorer.close()
+        sealed = tmp_path / "audit-passive-1.strict-ledger.sealed"
+        views = []
+        for i, frame in enumerate(frames):  # X, Y, Z, each in a batch of its own
+            before = sealed.stat().st_size if sealed.exists() else 0
+            frame.to_csv(tmp_path / f"batch-{i}.csv", index=False)
+            done = cli("predict", "--config", str(configs["active"]), "--data", str(tmp_path / f"batch-{i}.csv"),
+                       "--output", str(tmp_path / f"batch-{i}-out.csv"))
+            if i < 2:
+                assert done.returncode == 0, done.stderr
+            else:  # Z's day is spent: refused, and the active party is told by the rule's name
+                assert done.returncode != 0 and "max_bits_per_row_per_day" in done.stderr, done.stderr
+            lines = [json.loads(line) for line in (tmp_path / "audit-passive-1.jsonl").read_text().splitlines()]
+            charged = [e for e in lines if e["event"] == "charged"][-1]
+            shown = {k: v for k, v in charged.items() if k not in ("epoch", "time", "dataset", "window_rows")}
+            views.append((shown, sealed.stat().st_size - before))
+        assert views[0] == views[1] == views[2], views
+        assert views[0][0]["rows"] == 1 and views[0][1] > 0
+        refused = [e for e in lines if e["event"] == "refused" and e.get("rule") == "max_bits_per_row_per_day"]
+        assert not refused, refused
     finally:
-        scorer.close()
-    sealed = tmp_path / "audit-passive-1.strict-ledger.sealed"
-    views = []
-    for i, frame in enumerate(frames):  # X, then Y, each in a batch of its own
-        before = sealed.stat().st_size if sealed.exists() else 0
-        frame.to_csv(tmp_path / f"batch-{i}.csv", index=False)
-        done = cli("predict", "--config", str(configs["active"]), "--data", str(tmp_path / f"batch-{i}.csv"),
-                   "--output", str(tmp_path / f"batch-{i}-out.csv"))
-        assert done.returncode == 0, done.stderr
-        lines = [json.loads(line) for line in (tmp_path / "audit-passive-1.jsonl").read_text().splitlines()]
-        charged = [e for e in lines if e["event"] == "charged"][-1]
-        shown = {k: v for k, v in charged.items() if k not in ("epoch", "time", "dataset", "window_rows")}
-        views.append((shown, sealed.stat().st_size - before))
-    assert views[0] == views[1], views
-    assert views[0][0]["rows"] == 1 and views[0][1] > 0
+        passive.write_text(text)
+        _restart_passive(federation)
 
 
 def test_a_customer_whose_passive_values_changed_is_charged_again(federation):

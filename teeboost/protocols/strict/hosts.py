@@ -41,6 +41,7 @@ from teeboost.policy import PolicyRefused
 from teeboost.transport import serde
 from teeboost.transport.serde import message
 from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.env import ProtocolEnv, enclave_code
 from teeboost.protocols.ntee.hosts import EnclaveFinish, EnclaveHello, NteePassive, SealedMessage, attest_enclaves
@@ -402,8 +403,12 @@ def strict_margin(channel, env: ProtocolEnv, ensemble: Ensemble, owner: OwnerTab
             if not isinstance(reply, SealedMessage) or reply.kind != f"predict:{dataset}":
                 raise ProtocolError(f"party {party} did not answer the prediction record")
             answers[party] = reply.record
-        return sm.expect(enclave.ecall("predict_finish", pack_records(answers)), sm.StrictPredictions,
-                         "the enclave").margin
+        out = serde.decode(enclave.ecall("predict_finish", pack_records(answers)))
+        if isinstance(out, om.StrictOnlineRefusal):  # sealed by its enclave: its host could not tell
+            raise PolicyRefused(f"passive-{out.party}", out.rule, out.detail)
+        if not isinstance(out, sm.StrictPredictions):
+            raise ProtocolError(f"the enclave sent {type(out).__name__}, expected StrictPredictions")
+        return out.margin
     finally:
         enclave.close()
 

@@ -83,10 +83,14 @@ def _open(rt, party: int, mine: sm.StrictRecordsIn) -> sm.StrictLedger:
 
 
 def charge_session(rt, party: int, request: sm.StrictPredictRequest, mine: sm.StrictRecordsIn,
-                   answers: np.ndarray) -> tuple[bytes, dict]:
-    """-> (the new sealed ledger, or b"" when nothing changed; a summary for the host).
-    ``summary["refused"]`` names the rule when the session must release nothing. ``answers``:
-    this party's record bits on the rows (records, rows), computed but not yet sent."""
+                   answers: np.ndarray) -> tuple[bytes, dict, str]:
+    """-> (the new sealed ledger, or b"" when nothing changed; a summary for the host; why the
+    row budget refuses the session, "" if it does not). ``summary["refused"]`` names a rule its
+    host knows (the outputs, a party without a ledger): the session releases nothing. A session
+    over the row budget is refused in the sealed answer instead, and its ledger and summary are
+    those of a charged session (red team: a refusal its host saw told it that a row of the batch
+    had been scored online). ``answers``: this party's record bits on the rows (records, rows),
+    computed but not yet sent."""
     n = request.n_rows
     bits_each = mine.output_bits or FULL_PRECISION_BITS
     cost = int(request.outputs) * bits_each
@@ -95,12 +99,12 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest, mine: sm.St
     if mine.max_outputs and request.outputs > mine.max_outputs:
         summary.update(refused="max_outputs", detail=f"the model has {request.outputs} outputs; at most "
                        f"{mine.max_outputs}")
-        return b"", summary
+        return b"", summary, ""
     if not summary["counted"]:  # a party without a ledger (one process, one operator)
         if mine.max_bits_per_row and cost > mine.max_bits_per_row:
             summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at "
                            f"most {mine.max_bits_per_row}")
-        return b"", summary
+        return b"", summary, ""
     if mine.row_keys.shape != (n, 16) or request.tags.shape != (n, sm.TAG_BYTES):
         raise ProtocolError("one row key and one tag per row scored")
     ledger = _open(rt, party, mine)
@@ -131,16 +135,17 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest, mine: sm.St
         spent[key] = spent.get(key, 0) + cost
     batch = [spent.get(mine.row_keys[i].tobytes(), 0) + online.get(mine.row_keys[i, :KEY_BYTES].tobytes(), 0)
              for i in range(n)]
+    refusal = ""
     if mine.max_bits_per_row and max(batch, default=0) > mine.max_bits_per_row:
-        # the refusal says no figure: how far over, or how many rows, counts online spending
-        summary.update(refused="max_bits_per_row_per_day", detail=f"scoring {n} row(s) at {cost} bits each "
-                       f"({request.outputs} output(s) x {bits_each} bits) would take a row past "
-                       f"{mine.max_bits_per_row} bits per row per day (batch and online scoring together)")
-        return b"", summary
+        # charged without bits, as a refused online request is; the words say no figure that
+        # counts online spending
+        charged[:] = False
+        refusal = (f"scoring {n} row(s) at {cost} bits each ({request.outputs} output(s) x {bits_each} bits) would "
+                   f"take a row past {mine.max_bits_per_row} bits per row per day (batch and online scoring together)")
     # an entry per row, charged or not: the ledger's size counts the rows asked, never which
     # were free (a row scored online with the same inputs is free here, and its host must not see it)
     new = sm.StrictLedger(ledger.version + 1, np.concatenate([keys, mine.row_keys]),
                           np.concatenate([tags, asked_tags]), np.concatenate([epochs, np.full(n, now)]),
                           np.concatenate([spent_bits, np.where(charged, cost, 0).astype(np.int64)]))
     summary.update(version=new.version, window_rows=len({bytes(k) for k in new.keys}))  # distinct rows asked
-    return rt.seal(serde.encode(new), LEDGER_CONTEXT + party.to_bytes(4, "big")), summary
+    return rt.seal(serde.encode(new), LEDGER_CONTEXT + party.to_bytes(4, "big")), summary, refusal

@@ -361,6 +361,10 @@ class StrictRecordBits:
     ids: np.ndarray = array_field("int64", 1)
     bits: np.ndarray = array_field("uint8", 1)  # records x rows, row-major, packed
     output_bits: int = 0  # this party's policy: each released output to this many bits (0: full precision)
+    # the session refused by this party's row budget (its bits are then zeros), padded to one
+    # width: its host, which carries the answer, cannot tell (the rule, why)
+    refused: str = ""
+    detail: str = ""
 
 
 @message

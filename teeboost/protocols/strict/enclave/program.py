@@ -23,6 +23,7 @@ from teeboost.core.predict import RoutingOracle
 from teeboost.core.release import quantize_margins
 from teeboost.errors import ProtocolError
 from teeboost.protocols.strict.enclave import messages as sm
+from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.enclave.handshake import ecall_confirm, ecall_finish_initiator, ecall_finish_responder, ecall_hello, ecall_respond, expect, init_session, role  # noqa: F401 - entry points
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave.consent import verify_consent
@@ -198,8 +199,12 @@ class _BitsOracle(RoutingOracle):
         return out
 
 
+RULE_WIDTH, REFUSAL_WIDTH = 40, 240  # a sealed refusal's words, padded: the same size whatever they say
+
+
 def ecall_predict_finish(rt, payload):
-    """Every passive enclave's sealed record bits -> the margins, and nothing else."""
+    """Every passive enclave's sealed record bits -> the margins, and nothing else; or the
+    first passive party's refusal its enclave sealed (its row budget), and no margin."""
     current = role(rt, "active")
     if "predict" not in rt.state:
         raise ProtocolError("no prediction is under way")
@@ -209,8 +214,11 @@ def ecall_predict_finish(rt, payload):
         raise ProtocolError("record bits must come from every passive party")
     bits = {}
     precision = []  # each passive party's policy on how precisely an output may be released
+    refusals = []
     for party, record in records.items():
         answer = expect(current.channel(party).open(record), sm.StrictRecordBits)
+        if answer.refused.strip():
+            refusals.append(om.StrictOnlineRefusal(party, answer.refused.strip(), answer.detail.strip()))
         if answer.output_bits < 0:
             raise ProtocolError(f"party {party} names {answer.output_bits} output bits")
         if answer.output_bits:
@@ -219,6 +227,8 @@ def ecall_predict_finish(rt, payload):
             raise ProtocolError(f"party {party} evaluated other rows than the ones to predict")
         flat = np.unpackbits(answer.bits, count=answer.ids.size * msg.n_rows).astype(bool)
         bits[party] = {int(i): flat[j * msg.n_rows:(j + 1) * msg.n_rows] for j, i in enumerate(answer.ids)}
+    if refusals:
+        return serde.encode(refusals[0])
     own = sm.go_left_by_record(msg.own_ids, msg.own_features, msg.own_thresholds, msg.own_missing_left,
                                msg.own_categories, msg.raw)
     margin = ensemble.margin(msg.n_rows, _BitsOracle(own, bits))
@@ -299,12 +309,16 @@ def ecall_predict_records(rt, payload):
         raise ProtocolError("the rows to score do not fit this party's sealed records") from None
     ids = np.array(sorted(left), dtype=np.int64)
     bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n_rows), dtype=bool)
-    ledger, summary = charge_session(rt, current.party, request, mine, bits)  # before any bit leaves
+    ledger, summary, refusal = charge_session(rt, current.party, request, mine, bits)  # before any bit leaves
     if summary["refused"]:
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
+    if refusal:
+        bits = np.zeros_like(bits)
     if slots > ids.size:  # red team: the answer's size, which the host relays, showed how many splits it won
         ids = np.concatenate([ids, np.zeros(slots - ids.size, dtype=np.int64)])  # id 0: no record
         bits = np.concatenate([bits, np.zeros((slots - bits.shape[0], n_rows), dtype=bool)])
+    rule = "max_bits_per_row_per_day" if refusal else ""
     sealed = channel.seal(serde.encode(sm.StrictRecordBits(n_rows, ids, np.packbits(bits.reshape(-1)),
-                                                           mine.output_bits)))
+                                                           mine.output_bits, rule.ljust(RULE_WIDTH),
+                                                           refusal[:REFUSAL_WIDTH].ljust(REFUSAL_WIDTH))))
     return pack_records({0: sealed, 1: ledger, 2: json.dumps(summary).encode()})
