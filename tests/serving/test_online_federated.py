@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -231,13 +232,7 @@ def test_a_strict_passive_host_cannot_tell_from_a_batch_which_rows_were_scored_o
     charged rows, bits and largest spending counted online scoring, and from a ledger that grew
     only by the rows charged; and Z's from a refusal its host saw.)"""
     tmp_path, configs, _ = federation
-    passive = configs["passive-1"]
-    text = passive.read_text()
-    passive.write_text(text.replace("max_bits_per_row_per_day = 256", "max_bits_per_row_per_day = 16"))
-    try:
-        trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
-        assert trained.returncode == 0, trained.stderr
-        config = load_config(configs["active"])
+    with _strict_at(federation, 16) as config:
         ids, _ = _scorer_rows(tmp_path, config, 3, skip=700)
         ids = _new_customers(tmp_path, ids)
         assert len(ids) == 3
@@ -277,9 +272,6 @@ def test_a_strict_passive_host_cannot_tell_from_a_batch_which_rows_were_scored_o
         assert views[0][0]["rows"] == 1 and views[0][1] > 0
         refused = [e for e in lines if e["event"] == "refused" and e.get("rule") == "max_bits_per_row_per_day"]
         assert not refused, refused
-    finally:
-        passive.write_text(text)
-        _restart_passive(federation)
 
 
 def test_a_customer_whose_passive_values_changed_is_charged_again(federation):
@@ -288,13 +280,7 @@ def test_a_customer_whose_passive_values_changed_is_charged_again(federation):
     where the same answer again was free and gave the active host the new values (red team:
     the tag named the model and the active inputs only)."""
     tmp_path, configs, _ = federation
-    passive = configs["passive-1"]
-    text = passive.read_text()
-    passive.write_text(text.replace("max_bits_per_row_per_day = 256", "max_bits_per_row_per_day = 8"))
-    try:
-        trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
-        assert trained.returncode == 0, trained.stderr
-        config = load_config(configs["active"])
+    with _strict_at(federation, 8) as config:
         ids, features = _scorer_rows(tmp_path, config, 2, skip=900)
         ids = _new_customers(tmp_path, ids)
         _set_passive_values(tmp_path, ids, -1e9)  # every numeric passive split: left
@@ -310,6 +296,20 @@ def test_a_customer_whose_passive_values_changed_is_charged_again(federation):
             assert scorer.score(ids[1:2], features[1:2]).reasons == [None]  # another customer: scored
         finally:
             scorer.close()
+
+
+@contextmanager
+def _strict_at(federation, bits: int):
+    """A strict model trained, with the passive party's budget at ``bits`` a day (it reads its
+    policy at start: the test restarts it, once it has added its customers); put back after."""
+    tmp_path, configs, _ = federation
+    passive = configs["passive-1"]
+    text = passive.read_text()
+    passive.write_text(text.replace("max_bits_per_row_per_day = 256", f"max_bits_per_row_per_day = {bits}"))
+    try:
+        trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
+        assert trained.returncode == 0, trained.stderr
+        yield load_config(configs["active"])
     finally:
         passive.write_text(text)
         _restart_passive(federation)
