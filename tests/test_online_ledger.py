@@ -249,3 +249,14 @@ def test_one_customer_named_many_times_in_a_batch_spends_one_budget():
     refused, _, _ = online_ledger.charge_online(_Sealer(), 1, state, key, tags, 8, 1e9 + 1, {}, np.arange(64))
     assert refused.tolist() == [False, False] + [True] * 62
     assert int(state["ledger"]["bits"].sum()) == 16
+
+
+@pytest.mark.parametrize("n", [1, 20, 700])
+def test_what_earlier_rows_of_a_key_charge_is_the_plain_sum(n):
+    """The blocked comparison (512 rows at a time) against the sum written out plainly, across
+    block boundaries."""
+    rng = np.random.default_rng(n)
+    asked = rng.integers(0, 40, n).astype(np.uint64)
+    charged = rng.integers(0, 3, n).astype(np.int64) * 8
+    plain = [sum(int(charged[i]) for i in range(j) if asked[i] == asked[j]) for j in range(n)]
+    assert online_ledger._earlier_in_batch(asked, charged).tolist() == plain

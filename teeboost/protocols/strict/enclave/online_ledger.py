@@ -140,9 +140,20 @@ def _earlier_in_batch(asked: np.ndarray, charged: np.ndarray) -> np.ndarray:
     refused request's rows then count against its neighbours': over, never under). A batch may
     name a customer several times, with other inputs each time (red team: each was compared
     with the ledger alone, and 64 copies of one customer spent 512 bits against a budget of
-    16). Dense, as the ledger's comparison is: what is read depends on the batch's size alone."""
-    earlier = np.tril(asked[:, None] == asked[None, :], -1)
-    return np.rint(earlier.astype(np.float64) @ charged.astype(np.float64)).astype(np.int64)
+    16). Dense, as the ledger's comparison is: what is read depends on the batch's size alone; in
+    blocks of rows, so that 4,096 rows take 16 MB at a time, not 150 (red team)."""
+    n = asked.size
+    out = np.zeros(n, dtype=np.int64)
+    weights = charged.astype(np.float64)
+    for start in range(0, n, _EARLIER_BLOCK):
+        stop = min(start + _EARLIER_BLOCK, n)
+        earlier = (asked[start:stop, None] == asked[None, :stop]) & \
+            (np.arange(stop)[None, :] < np.arange(start, stop)[:, None])
+        out[start:stop] = np.rint(earlier.astype(np.float64) @ weights[:stop]).astype(np.int64)
+    return out
+
+
+_EARLIER_BLOCK = 512  # rows of a batch compared with the earlier ones at a time
 
 
 def _compact(state: dict, now: float) -> None:
