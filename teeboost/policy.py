@@ -78,6 +78,13 @@ class PolicyRefused(ProtocolError):
         self.detail = detail
 
 
+class SealedRefusal(PolicyRefused):
+    """A passive party's refusal its enclave sealed in its answer's place, for the active
+    enclave to tell its host alone: the passive host cannot tell it from an answer, so nothing
+    the active party does next may differ from what follows an answer (online: the session goes
+    on; a batch: no ``Abandon``, whose frame told the passive host of the refusal: red team)."""
+
+
 def _positive(name: str, value: Any, where: str) -> int | None:
     if value is None:
         return None

@@ -32,6 +32,7 @@ from ..data import PartyData
 from ..data_sources import DataSource, read_party, read_source
 from ..number_format import NumberFormat
 from ..errors import DataError, PeerUnavailable, TeeboostError
+from ..policy import SealedRefusal
 from ..federation import train_active
 from ..labels import encode_labels, encode_with_classes
 from ..metrics import evaluate
@@ -273,7 +274,9 @@ def run_prediction(config: PartyConfig, data_path: Path | str, output: Path, *, 
                     bytes_total=traffic["bytes_total"])
     except TeeboostError as exc:
         audit.write("refused", rule=_rule_of(exc), detail=str(exc))
-        _abandon(channel, session)  # its turn and its rows are released at once, not after a lease
+        if not isinstance(exc, SealedRefusal):  # after a sealed one every party's session is over,
+            # as after an answer, and an Abandon would tell the passive host of the refusal
+            _abandon(channel, session)  # its turn and its rows are released at once, not after a lease
         explained = explain_attestation_failure(exc) if model.protocol == "strict" else None
         if explained is not None:
             raise explained from exc

@@ -23,7 +23,7 @@ from ..core.split import SplitCriteria
 from ..deploy.config import protocol_env
 from ..deploy.tee_check import check_own_tee
 from ..errors import ProtocolError
-from ..policy import PolicyRefused
+from ..policy import SealedRefusal
 from ..protocols.env import enclave_code
 from ..tee.spare import SpareEnclave
 from .scorer import PeerUnavailable
@@ -42,11 +42,6 @@ __all__ = ["SealedRefusal", "SessionPending", "StrictOnlineActive"]
 class SessionPending(PeerUnavailable):
     """A new enclave session is still being attested after a fault: this batch is not scored
     (failed fast, as for a party that is down), and the attestation goes on."""
-
-
-class SealedRefusal(PolicyRefused):
-    """A passive party's refusal its enclave sealed in its answer's place: the session stays in
-    step and is kept (a refusal only its host said is not trusted, and drops the session)."""
 
 
 class StrictOnlineActive:

@@ -19,6 +19,7 @@ from teeboost.data import PartyData
 from teeboost.deploy.config import load_config
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
 from teeboost.model_files import load_active
+from teeboost.policy import SealedRefusal
 from teeboost.serving.federated import FederatedScorer
 from teeboost.serving.scorer import PeerUnavailable
 
@@ -223,14 +224,24 @@ def test_strict_online_and_batch_scoring_share_one_budget_per_row(federation):
         _restart_passive(federation)
 
 
-def test_a_strict_passive_host_cannot_tell_from_a_batch_which_rows_were_scored_online(federation):
+def test_a_strict_passive_host_cannot_tell_from_a_batch_which_rows_were_scored_online(federation, monkeypatch):
     """Strict, 16 bits a day, 8 a score. Customer X scored online, Y not, then each scored in a
     batch with the same inputs (X's is the same answer again: free); then Z scored online twice
     (its day spent) and in a batch with other inputs: refused, the active party told why. The
     passive host sees the three batch sessions alike: the same audit line, the same growth of
-    the sealed batch ledger. (Red teams read X's online score from the session's summary, whose
-    charged rows, bits and largest spending counted online scoring, and from a ledger that grew
-    only by the rows charged; and Z's from a refusal its host saw.)"""
+    the sealed batch ledger, the same messages from the active party. (Red teams read X's online
+    score from the session's summary, whose charged rows, bits and largest spending counted
+    online scoring, and from a ledger that grew only by the rows charged; and Z's from a refusal
+    its host saw, then from the Abandon the active party sent after it.)"""
+    from teeboost.deploy.active import run_prediction
+    from teeboost.transport.base import Channel
+
+    sent: list = []
+    honest_all, honest_one = Channel.request_all, Channel.request
+    monkeypatch.setattr(Channel, "request_all", lambda self, messages: (
+        sent.append(sorted(type(m).__name__ for m in messages.values())), honest_all(self, messages))[1])
+    monkeypatch.setattr(Channel, "request", lambda self, party, msg: (
+        sent.append([type(msg).__name__]), honest_one(self, party, msg))[1])
     tmp_path, configs, _ = federation
     with _strict_at(federation, 16) as config:
         ids, _ = _scorer_rows(tmp_path, config, 3, skip=700)
@@ -258,16 +269,18 @@ def test_a_strict_passive_host_cannot_tell_from_a_batch_which_rows_were_scored_o
         for i, frame in enumerate(frames):  # X, Y, Z, each in a batch of its own
             before = sealed.stat().st_size if sealed.exists() else 0
             frame.to_csv(tmp_path / f"batch-{i}.csv", index=False)
-            done = cli("predict", "--config", str(configs["active"]), "--data", str(tmp_path / f"batch-{i}.csv"),
-                       "--output", str(tmp_path / f"batch-{i}-out.csv"))
-            if i < 2:
-                assert done.returncode == 0, done.stderr
-            else:  # Z's day is spent: refused, and the active party is told by the rule's name
-                assert done.returncode != 0 and "max_bits_per_row_per_day" in done.stderr, done.stderr
+            sent.clear()
+            try:
+                run_prediction(load_config(configs["active"]), tmp_path / f"batch-{i}.csv",
+                               tmp_path / f"batch-{i}-out.csv")
+                assert i < 2
+            except SealedRefusal as exc:  # Z's day is spent: the active party is told by the rule's name
+                assert i == 2 and exc.rule == "max_bits_per_row_per_day"
+            messages = list(sent)
             lines = [json.loads(line) for line in (tmp_path / "audit-passive-1.jsonl").read_text().splitlines()]
             charged = [e for e in lines if e["event"] == "charged"][-1]
             shown = {k: v for k, v in charged.items() if k not in ("epoch", "time", "dataset", "window_rows")}
-            views.append((shown, sealed.stat().st_size - before))
+            views.append((shown, sealed.stat().st_size - before, messages))
         assert views[0] == views[1] == views[2], views
         assert views[0][0]["rows"] == 1 and views[0][1] > 0
         refused = [e for e in lines if e["event"] == "refused" and e.get("rule") == "max_bits_per_row_per_day"]

@@ -37,7 +37,7 @@ from teeboost.core.split import SplitCriteria
 from teeboost.core.tree import OwnerTable, SplitRecord
 from teeboost.errors import ProtocolError
 from teeboost.protocols.messages import Ack
-from teeboost.policy import PolicyRefused
+from teeboost.policy import PolicyRefused, SealedRefusal
 from teeboost.transport import serde
 from teeboost.transport.serde import message
 from teeboost.protocols.strict.enclave import messages as sm
@@ -405,7 +405,7 @@ def strict_margin(channel, env: ProtocolEnv, ensemble: Ensemble, owner: OwnerTab
             answers[party] = reply.record
         out = serde.decode(enclave.ecall("predict_finish", pack_records(answers)))
         if isinstance(out, om.StrictOnlineRefusal):  # sealed by its enclave: its host could not tell
-            raise PolicyRefused(f"passive-{out.party}", out.rule, out.detail)
+            raise SealedRefusal(f"passive-{out.party}", out.rule, out.detail)
         if not isinstance(out, sm.StrictPredictions):
             raise ProtocolError(f"the enclave sent {type(out).__name__}, expected StrictPredictions")
         return out.margin
