@@ -3,16 +3,17 @@
 Every strict prediction session is charged here before any record bit leaves for the active
 enclave: each row scored costs ``outputs x output_bits`` (the active enclave releases each
 output quantized to that many bits, ``teeboost.core.release``), unless the same row was scored
-in the window with the same model and the same active inputs (the same answer again: nothing
-new). A session that would take any row past ``max_bits_per_row`` in 24 hours releases nothing.
+in the window with the same model, the same active inputs and the same answer of this party
+(``answer_tags``: nothing new). A session that would take any row past ``max_bits_per_row`` in
+24 hours releases nothing, and says so to the active enclave alone.
 
-The ledger is sealed to this platform and code and kept by the host between sessions; the host
-sees only what it knows already: the rows asked (the ledger holds an entry for each, charged or
-not, as the online ledger does) and whether the session was refused. What was charged, and how
-much a row had spent, would tell it which rows were also scored online, whose rows its host must
-not learn (``strict/enclave/online``; red team). Rows are named by the host's keyed hashes of their ids; the tags (model and
-active inputs) never leave sealed. ``version`` counts the ledgers written: the host keeps the
-last version it stored and an older copy is refused (docs/enclaves.md: the rollback guard).
+The ledger is sealed to this platform and code and kept by the host between sessions. The host
+sees what it knows already: the rows asked (the ledger holds an entry for each, charged or not,
+as the online ledger does). What was charged, how much a row had spent, and whether the session
+was refused for the budget would tell it which rows were also scored online, which its host
+must not learn (``strict/enclave/online``; red teams). Rows are named by the host's keyed hashes
+of their ids; the tags never leave sealed. ``version`` counts the ledgers written: the host keeps
+the last version it stored and an older copy is refused (docs/enclaves.md: the rollback guard).
 """
 
 from __future__ import annotations
