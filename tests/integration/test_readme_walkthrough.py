@@ -114,7 +114,7 @@ def test_readme_walkthrough_runs_verbatim_then_again_in_the_same_directory(tmp_p
     assert predictions["prediction"].notna().all()  # every new customer is held by the passive party too
     assert "refusals: 0" in out  # the passive party's audit log
     # the leakage budget: held-out rows and new customers scored once each, 8 bits per row
-    assert "budget: 8 bits per row per day; strict outputs at 8 bits" in out and "largest 8 bits per row" in out
+    assert "budget: 8 bits per row per day; strict outputs at 8 bits" in out and "(each row at most 8;" in out
     print(f"README walkthrough: {seconds:.1f} s")
     first = run_serving(tmp_path)  # the section after it: the service, one customer scored with curl
 

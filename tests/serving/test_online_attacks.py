@@ -5,6 +5,7 @@ in one id set version is never applied to another's rows (refused, then scored r
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
 import subprocess
@@ -95,6 +96,9 @@ def test_a_handle_is_never_applied_to_another_versions_rows(federation):
     looked up again, and the scores equal those before the move."""
     tmp_path, configs = federation
     config = load_config(configs["active"])
+    # the refused batch's retry waits one [serving] timeout for its new session: 10 s, not 2,
+    # so that a loaded CI machine does not fail it (this is a test of which rows, not of how fast)
+    config = dataclasses.replace(config, serving=dataclasses.replace(config.serving, timeout=10.0))
     ids, features = _scorer_rows(tmp_path, config, 20, skip=2000)
     scorer = FederatedScorer(config, "credit")
     try:
