@@ -177,13 +177,19 @@ class SealedLedgerFile:
     The online log is appended once per scored batch, so it is synced as a group: each record
     is written (a process crash loses none) and, at most ``ONLINE_SYNC_SECONDS`` later (a timer
     syncs an idle log too), the log is fsynced and only then its version recorded (a power cut
-    loses at most that long's records, and never leaves the recorded version ahead of the log)."""
+    loses at most that long's records, and never leaves the recorded version ahead of the log).
+
+    Each label owner (the active identity key the party pins) has ledgers of its own: the
+    enclave seals them to that key (``strict/enclave/ledger.ledger_scope``) and opens them only
+    in sessions it signed, so a new key starts new files (``owner``: a digest of the key)."""
 
     ONLINE_SYNC_SECONDS = 1.0
 
-    def __init__(self, path: Path, versions: "RowLedger") -> None:
+    def __init__(self, path: Path, versions: "RowLedger", owner: str = "") -> None:
         self.path = Path(path)
         self.versions = versions
+        self.owner = owner
+        self._meta = f":{owner}" if owner else ""
         self._lock = threading.Lock()
         self._online_lock = threading.Lock()
         self._online_fd: int | None = None
@@ -193,13 +199,15 @@ class SealedLedgerFile:
         self._closed = False
 
     @staticmethod
-    def beside(audit_log: Path, versions: "RowLedger") -> "SealedLedgerFile":
-        name = audit_log.name.removesuffix(".jsonl") + ".strict-ledger.sealed"
-        return SealedLedgerFile(audit_log.with_name(name), versions)
+    def beside(audit_log: Path, versions: "RowLedger", label_owner: bytes = b"") -> "SealedLedgerFile":
+        """``label_owner``: the active party's pinned identity key (b"": none pinned)."""
+        owner = hashlib.sha256(label_owner).hexdigest()[:16] if label_owner else ""
+        name = audit_log.name.removesuffix(".jsonl") + (f".{owner}" if owner else "") + ".strict-ledger.sealed"
+        return SealedLedgerFile(audit_log.with_name(name), versions, owner)
 
     def version(self) -> int:
         """The version the host last stored (without reading the blob)."""
-        return self.versions.get_meta_int("strict_ledger_version")
+        return self.versions.get_meta_int("strict_ledger_version" + self._meta)
 
     def load(self) -> tuple[bytes, int]:
         version = self.version()
@@ -216,7 +224,7 @@ class SealedLedgerFile:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
-        self.versions.set_meta_int("strict_ledger_version", version)
+        self.versions.set_meta_int("strict_ledger_version" + self._meta, version)
 
     def locked(self):
         """One session at a time reads, charges and stores the ledger (batch and online)."""
@@ -229,7 +237,7 @@ class SealedLedgerFile:
         return self.path.with_name(self.path.name.removesuffix(".strict-ledger.sealed") + ".strict-online-ledger.log")
 
     def load_online(self) -> tuple[bytes, int]:
-        version = self.versions.get_meta_int("online_ledger_version")
+        version = self.versions.get_meta_int("online_ledger_version" + self._meta)
         try:
             return self.online_log.read_bytes(), version
         except FileNotFoundError:
@@ -267,7 +275,7 @@ class SealedLedgerFile:
         """The log to disk, then its version (the online lock is held)."""
         if self._online_fd is not None and self._unsynced is not None:
             os.fsync(self._online_fd)
-            self.versions.set_meta_int("online_ledger_version", self._unsynced)
+            self.versions.set_meta_int("online_ledger_version" + self._meta, self._unsynced)
         self._unsynced = None
         self._synced_at = time.monotonic()
 
@@ -299,7 +307,7 @@ class SealedLedgerFile:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, self.online_log)
-            self.versions.set_meta_int("online_ledger_version", version)
+            self.versions.set_meta_int("online_ledger_version" + self._meta, version)
 
 
 def _merged(keys: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ from teeboost.protocols.strict.enclave import online_ledger
 from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS
 
 TAG = 16
+SCOPE = (1).to_bytes(4, "big") + bytes(32)  # party 1, for a label owner whose key hashes to zeros
 
 
 class _Sealer:
@@ -77,7 +78,7 @@ def test_charges_follow_the_rule_request_after_request(seed):
         requests = np.unique(requests, return_inverse=True)[1].reshape(-1)
         expected_refused, expected_charged = _by_rule(history, batch, keys, tags, requests, 8, limit, now)
         summary, version = {}, state["version"]
-        refused, why, record = online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now, summary,
+        refused, why, record = online_ledger.charge_online(_Sealer(), SCOPE, state, keys, tags, 8, now, summary,
                                                            requests)
         assert refused.tolist() == expected_refused
         # refused or not, one record per batch, and the host's summary says only its version
@@ -109,7 +110,7 @@ def test_the_memory_a_request_writes_does_not_show_whether_its_row_was_new():
     for repeat in (False, True):
         state = {"ledger": {k: v.copy() for k, v in start.items()}, "batch": online_ledger.empty_ledger(),
                  "max_bits_per_row": 1000, "version": 1}
-        online_ledger.charge_online(_Sealer(), 1, state, start["keys"][:1], start["tags"][:1], 8, now, {})  # buffer
+        online_ledger.charge_online(_Sealer(), SCOPE, state, start["keys"][:1], start["tags"][:1], 8, now, {})  # buffer
         used = state["ledger"]["bits"].size
         for values in state["ledger_buffer"].values():  # unwritten memory marked, so that every write shows
             values[used:].view(np.uint8)[...] = 0xA5
@@ -117,7 +118,7 @@ def test_the_memory_a_request_writes_does_not_show_whether_its_row_was_new():
         keys = start["keys"][1:2] if repeat else np.full((1, 8), 255, np.uint8)
         tags = start["tags"][1:2] if repeat else np.full((1, TAG), 255, np.uint8)
         summary = {}
-        online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now + 1, summary)
+        online_ledger.charge_online(_Sealer(), SCOPE, state, keys, tags, 8, now + 1, summary)
         changed = {k: np.flatnonzero(np.any((v.view(np.uint8) != before[k].view(np.uint8)).reshape(v.shape[0], -1),
                                             axis=1))  # compared as bytes (a marked float is a NaN)
                    for k, v in state["ledger_buffer"].items()}
@@ -158,7 +159,7 @@ state["batch"] = {k: decoded(np.zeros((2,) + v.shape[1:], v.dtype)) for k, v in 
 for k in (1, 3, 20):
     keys = rng.integers(0, 255, (k, 8), dtype=np.uint8)
     tags = decoded(rng.integers(0, 255, (k, 16), dtype=np.uint8))
-    online_ledger.charge_online(Sealer(), 1, state, keys, tags, 8, 1e9, {})
+    online_ledger.charge_online(Sealer(), bytes(36), state, keys, tags, 8, 1e9, {})
 print(json.dumps([before, after_load, len(online_ledger._spending.signatures)]))
 """
 
@@ -186,7 +187,7 @@ def test_the_ledger_holds_the_windows_requests_and_no_more():
     sizes = []
     for step in range(1500):
         now = 1e9 + 300 * step
-        refused, _, _ = online_ledger.charge_online(_Sealer(), 1, state, keys, tags, 8, now, {})
+        refused, _, _ = online_ledger.charge_online(_Sealer(), SCOPE, state, keys, tags, 8, now, {})
         assert not refused.any()  # 8 bits each, once a day: every other score is the same answer again
         ledger = state["ledger"]
         live = ledger["epochs"] >= now - DAY_SECONDS
@@ -209,16 +210,16 @@ def test_a_log_ahead_of_the_hosts_recorded_version_is_replayed_and_one_behind_it
 
     rng = np.random.default_rng(3)
     rt = _Opener()
-    records = [online_ledger.seal_record(rt, 1, v, v == 1, _entries(rng, 4, 8, 1e9)) for v in range(1, 8)]
+    records = [online_ledger.seal_record(rt, SCOPE, v, v == 1, _entries(rng, 4, 8, 1e9)) for v in range(1, 8)]
     log = b"".join(len(r).to_bytes(4, "big") + r for r in records)
     for host_version in (1, 4, 7):
-        ledger, last = online_ledger.replay_log(rt, 1, log, host_version)
+        ledger, last = online_ledger.replay_log(rt, SCOPE, log, host_version)
         assert last == 7
     with pytest.raises(ProtocolError, match="before the version the host last recorded"):
-        online_ledger.replay_log(rt, 1, log, 8)
+        online_ledger.replay_log(rt, SCOPE, log, 8)
     broken = b"".join(len(r).to_bytes(4, "big") + r for i, r in enumerate(records) if i != 3)
     with pytest.raises(ProtocolError, match="unbroken chain"):
-        online_ledger.replay_log(rt, 1, broken, 1)
+        online_ledger.replay_log(rt, SCOPE, broken, 1)
 
 
 def test_a_batch_session_counts_only_charged_online_answers_as_given():
@@ -228,9 +229,9 @@ def test_a_batch_session_counts_only_charged_online_answers_as_given():
     key, tag, other = np.full((1, 8), 7, np.uint8), np.full((1, TAG), 1, np.uint8), np.full((1, TAG), 2, np.uint8)
     charged = {"keys": key, "tags": tag, "epochs": np.array([1e9]), "bits": np.array([8])}
     refused = {"keys": key, "tags": other, "epochs": np.array([1e9 + 1]), "bits": np.array([0])}
-    records = [online_ledger.seal_record(rt, 1, 1, True, charged), online_ledger.seal_record(rt, 1, 2, False, refused)]
+    records = [online_ledger.seal_record(rt, SCOPE, 1, True, charged), online_ledger.seal_record(rt, SCOPE, 2, False, refused)]
     log = b"".join(len(r).to_bytes(4, "big") + r for r in records)
-    spent, seen = online_ledger.online_spending(rt, 1, log, 2, 1e9 + 10)
+    spent, seen = online_ledger.online_spending(rt, SCOPE, log, 2, 1e9 + 10)
     assert spent == {key.tobytes(): 8}
     assert seen == {key.tobytes() + tag.tobytes()}  # the refused inputs are not free in a batch
 
@@ -244,9 +245,9 @@ def test_one_customer_named_many_times_in_a_batch_spends_one_budget():
     tags = np.random.default_rng(0).integers(0, 255, (64, TAG), dtype=np.uint8)
     state = {"ledger": online_ledger.empty_ledger(), "batch": online_ledger.empty_ledger(), "max_bits_per_row": 16,
              "version": 1}
-    refused, why, _ = online_ledger.charge_online(_Sealer(), 1, state, key, tags, 8, 1e9, {})
+    refused, why, _ = online_ledger.charge_online(_Sealer(), SCOPE, state, key, tags, 8, 1e9, {})
     assert refused.all() and "over its budget of 16" in why and not state["ledger"]["bits"].any()
-    refused, _, _ = online_ledger.charge_online(_Sealer(), 1, state, key, tags, 8, 1e9 + 1, {}, np.arange(64))
+    refused, _, _ = online_ledger.charge_online(_Sealer(), SCOPE, state, key, tags, 8, 1e9 + 1, {}, np.arange(64))
     assert refused.tolist() == [False, False] + [True] * 62
     assert int(state["ledger"]["bits"].sum()) == 16
 

@@ -90,3 +90,19 @@ def test_a_killed_party_loses_no_record_and_its_version_is_not_ahead_of_its_log(
     log, recorded = ledger.load_online()
     assert _records(log) == [b"record %d" % v for v in range(1, 51)]
     assert 1 <= recorded <= 50
+
+
+def test_each_label_owner_has_ledgers_of_its_own(tmp_path):
+    """The enclave opens a ledger only in sessions with the label owner it was sealed for, so
+    the host keeps one set of files and versions per pinned active key: a label owner with a
+    new key starts afresh, and the old key's ledgers are kept, untouched, for its return."""
+    versions = RowLedger(tmp_path / "audit.budget.sqlite", "bank")
+    old = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions, b"\x01" * 32)
+    new = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions, b"\x02" * 32)
+    assert old.path != new.path and old.online_log != new.online_log
+    old.store(b"sealed batch ledger", 3)
+    old.append_online(b"record 1", 1)
+    old.flush_online()
+    assert new.load() == (b"", 0) and new.load_online() == (b"", 0)
+    again = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions, b"\x01" * 32)
+    assert again.load() == (b"sealed batch ledger", 3) and _records(again.load_online()[0]) == [b"record 1"]

@@ -103,7 +103,8 @@ class PassiveService(PredictionSessions):
         # bits per row per day: routing answers in the row ledger, strict sessions in the
         # passive enclave's sealed ledger (both beside the audit log, neither holding ids)
         self.ledger = RowLedger(ledger_path(config.audit_log), config.name) if config.audit_log else None
-        self.strict_ledger = SealedLedgerFile.beside(config.audit_log, self.ledger) if config.audit_log else None
+        self.strict_ledger = (SealedLedgerFile.beside(config.audit_log, self.ledger, config.identities[0]
+                                                      if config.identities else b"") if config.audit_log else None)
         self.party: PassiveParty | None = None  # the live training run's side
         self._init_session_tables()  # prediction sessions, their saved models' sides, enclave turns
         self.server: PartyServer | None = None

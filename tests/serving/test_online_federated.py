@@ -44,6 +44,13 @@ def federation(tmp_path_factory):
     stop_passive_parties(configs["active"], [p for p in [process, *federation_processes] if p.poll() is None])
 
 
+def _owner(configs) -> str:
+    """The label owner's name in the passive party's strict ledger files (its key's digest)."""
+    import hashlib
+
+    return hashlib.sha256(load_config(configs["passive-1"]).identities[0]).hexdigest()[:16]
+
+
 def _rows(tmp_path, n=300):
     frame = pd.read_csv(tmp_path / "active.csv", dtype={"id": str}).head(n).drop(columns=["SeriousDlqin2yrs"])
     return frame
@@ -264,7 +271,7 @@ def test_a_strict_passive_host_cannot_tell_from_a_batch_which_rows_were_scored_o
             assert scorer.score(ids[2:3], inputs[2] + 2.0).reasons == [None]
         finally:
             scorer.close()
-        sealed = tmp_path / "audit-passive-1.strict-ledger.sealed"
+        sealed = tmp_path / f"audit-passive-1.{_owner(configs)}.strict-ledger.sealed"
         views = []
         for i, frame in enumerate(frames):  # X, Y, Z, each in a batch of its own
             before = sealed.stat().st_size if sealed.exists() else 0

@@ -7,7 +7,9 @@ in the window with the same model, the same active inputs and the same answer of
 (``answer_tags``: nothing new). A session that would take any row past ``max_bits_per_row`` in
 24 hours releases nothing, and says so to the active enclave alone.
 
-The ledger is sealed to this platform and code and kept by the host between sessions. The host
+The ledger is sealed to this platform and code, and to the party and the label owner whose
+pinned identity key signed the session (``ledger_scope``), and kept by the host between
+sessions: a session the host set up with a label owner of its own opens none of it. The host
 sees what it knows already: the rows asked (the ledger holds an entry for each, charged or not,
 as the online ledger does). What was charged, how much a row had spent, and whether the session
 was refused for the budget would tell it which rows were also scored online, which its host
@@ -23,15 +25,35 @@ import math
 
 import numpy as np
 
-from teeboost.errors import ProtocolError
+from teeboost.errors import IntegrityError, ProtocolError
 from teeboost.transport import serde
 from teeboost.protocols.strict.enclave import messages as sm
 
-__all__ = ["LEDGER_CONTEXT", "charge_session", "answer_tags", "DAY_SECONDS", "FULL_PRECISION_BITS", "host_time"]
+__all__ = ["LEDGER_CONTEXT", "ledger_scope", "open_sealed", "charge_session", "answer_tags", "DAY_SECONDS", "FULL_PRECISION_BITS", "host_time"]
 
-LEDGER_CONTEXT = b"teeboost-strict-row-ledger-v1:"
+LEDGER_CONTEXT = b"teeboost-strict-row-ledger-v2:"
 DAY_SECONDS = 86_400.0
 FULL_PRECISION_BITS = 64  # an output released unquantized: a float64
+
+
+def ledger_scope(current) -> bytes:
+    """Whose spending a ledger holds: this party's rows, scored for the label owner whose pinned
+    identity key signed the session (``current.keys[0]``), as its sealed records are bound. A
+    passive host could otherwise run the genuine active enclave under a key it made itself, pin
+    it, hand its own enclave the sealed online log with a budget of 1 bit and a row key it
+    chose, and read from its enclave's refusal whether that customer was scored online, offline
+    and as often as it liked (red team)."""
+    return current.party.to_bytes(4, "big") + hashlib.sha256(current.keys[0]).digest()
+
+
+def open_sealed(rt, blob: bytes, context: bytes, what: str) -> bytes:
+    """A sealed ledger blob opened, or a refusal that says what may be wrong with it."""
+    try:
+        return rt.unseal(bytes(blob), context)
+    except IntegrityError:
+        raise ProtocolError(f"refused: the sealed {what} does not open here: it belongs to another party or to "
+                            "sessions with another label owner (identity key), was sealed by other enclave code "
+                            "or on another platform, or was changed") from None
 
 
 def host_time(value) -> float:
@@ -66,13 +88,13 @@ def _empty() -> sm.StrictLedger:
                            np.zeros(0), np.zeros(0, np.int64))
 
 
-def _open(rt, party: int, mine: sm.StrictRecordsIn) -> sm.StrictLedger:
+def _open(rt, scope: bytes, mine: sm.StrictRecordsIn) -> sm.StrictLedger:
     if mine.ledger.size == 0:
         if mine.ledger_version != 0:
             raise ProtocolError(f"refused: the host last stored row ledger version {mine.ledger_version}, and gave "
                                 "none (a lost or removed ledger would forget every row already scored)")
         return _empty()
-    ledger = serde.decode(rt.unseal(mine.ledger.tobytes(), LEDGER_CONTEXT + party.to_bytes(4, "big")))
+    ledger = serde.decode(open_sealed(rt, mine.ledger.tobytes(), LEDGER_CONTEXT + scope, "row ledger"))
     if not isinstance(ledger, sm.StrictLedger):
         raise ProtocolError("the sealed row ledger is not a ledger")
     # an older copy would forget rows already scored; one ahead is a store the host did not
@@ -83,7 +105,7 @@ def _open(rt, party: int, mine: sm.StrictRecordsIn) -> sm.StrictLedger:
     return ledger
 
 
-def charge_session(rt, party: int, request: sm.StrictPredictRequest, mine: sm.StrictRecordsIn,
+def charge_session(rt, scope: bytes, request: sm.StrictPredictRequest, mine: sm.StrictRecordsIn,
                    answers: np.ndarray) -> tuple[bytes, dict, str]:
     """-> (the new sealed ledger, or b"" when nothing changed; a summary for the host; why the
     row budget refuses the session, "" if it does not). ``summary["refused"]`` names a rule its
@@ -108,7 +130,7 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest, mine: sm.St
         return b"", summary, ""
     if mine.row_keys.shape != (n, 16) or request.tags.shape != (n, sm.TAG_BYTES):
         raise ProtocolError("one row key and one tag per row scored")
-    ledger = _open(rt, party, mine)
+    ledger = _open(rt, scope, mine)
     asked_tags = answer_tags(request.tags, answers)
     now = host_time(mine.now)
     if ledger.epochs.size:
@@ -118,7 +140,7 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest, mine: sm.St
     epochs, spent_bits = ledger.epochs[live], ledger.bits[live]
     from teeboost.protocols.strict.enclave.online_ledger import KEY_BYTES, online_spending
 
-    online, online_seen = online_spending(rt, party, mine.online_log.tobytes(), int(mine.online_version), now)
+    online, online_seen = online_spending(rt, scope, mine.online_log.tobytes(), int(mine.online_version), now)
     spent: dict[bytes, int] = {}
     seen: set[bytes] = set()
     for key, tag, bits in zip(keys, tags, spent_bits):
@@ -149,4 +171,4 @@ def charge_session(rt, party: int, request: sm.StrictPredictRequest, mine: sm.St
                           np.concatenate([tags, asked_tags]), np.concatenate([epochs, np.full(n, now)]),
                           np.concatenate([spent_bits, np.where(charged, cost, 0).astype(np.int64)]))
     summary.update(version=new.version, window_rows=len({bytes(k) for k in new.keys}))  # distinct rows asked
-    return rt.seal(serde.encode(new), LEDGER_CONTEXT + party.to_bytes(4, "big")), summary, refusal
+    return rt.seal(serde.encode(new), LEDGER_CONTEXT + scope), summary, refusal

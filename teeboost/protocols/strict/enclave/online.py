@@ -32,7 +32,7 @@ from teeboost.protocols.enclave.handshake import expect, role
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
-from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS, answer_tags, host_time
+from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, FULL_PRECISION_BITS, answer_tags, host_time, ledger_scope
 from teeboost.protocols.strict.enclave.oblivious_scan import CodeTable, compile_kernels
 from teeboost.protocols.strict.enclave.online_ledger import (apply_records, batch_spending, charge_online,
                                                              compile_spending, empty_ledger, replay_log,
@@ -80,7 +80,7 @@ def ecall_online_begin(rt, payload):
         raise ProtocolError(f"an online batch scores 1 to {MAX_ROWS} rows with one handle per row and party")
     if sorted(int(p) for p in msg.parties) != current.peers:
         raise ProtocolError("an online batch names a handle for every passive party")
-    tags = _tags(state["tag_key"], msg.raw)
+    tags = _tags(state["tag_key"], msg.raw, len(current.peers))
     counts = msg.id_counts if msg.id_counts.size == msg.parties.size else np.full(msg.parties.size, -1)
     requests = msg.requests if msg.requests.size else np.zeros(n, np.int64)
     if requests.shape != (n,) or requests.min() < 0 or requests.max() >= n:
@@ -228,7 +228,7 @@ def ecall_online_table(rt, payload):
     codes.rows(np.zeros(0, dtype=np.int64))  # and the scan threads started
     gc.collect()  # the compiler's objects and the table stay out of full collections during requests
     gc.freeze()
-    ledger, version = (replay_log(rt, current.party, msg.ledger_log.tobytes(), msg.ledger_version) if counted
+    ledger, version = (replay_log(rt, ledger_scope(current), msg.ledger_log.tobytes(), msg.ledger_version) if counted
                        else (empty_ledger(), 0))
     previous = rt.state.get("online_passive")
     if previous is not None and previous["counted"] and version < previous["version"]:
@@ -248,7 +248,7 @@ def ecall_online_table(rt, payload):
                                   "output_bits": int(msg.output_bits), "max_outputs": int(msg.max_outputs),
                                   "max_bits_per_row": int(msg.max_bits_per_row),
                                   "host_charged": bool(msg.host_charged)}
-    base = seal_record(rt, current.party, version + 1, True, ledger) if counted else b""
+    base = seal_record(rt, ledger_scope(current), version + 1, True, ledger) if counted else b""
     summary = {"rows": codes.n_rows, "ledger_version": version + 1 if counted else 0}
     return pack_records({0: base, 1: json.dumps(summary).encode()})
 
@@ -269,9 +269,9 @@ def ecall_online_records(rt, payload):
     told = json.loads(parts.get(1, b"{}") or b"{}")
     now = host_time(told.get("now", 0.0))
     if state["counted"] and parts.get(3):  # what other online sessions charged meanwhile
-        apply_records(rt, current.party, state, parts[3])
+        apply_records(rt, ledger_scope(current), state, parts[3])
     if state["counted"] and int(told.get("batch_version", 0)) != state["batch_version"]:
-        state["batch"] = batch_spending(rt, current.party, parts.get(2, b""), int(told.get("batch_version", 0)))
+        state["batch"] = batch_spending(rt, ledger_scope(current), parts.get(2, b""), int(told.get("batch_version", 0)))
         state["batch_version"] = int(told.get("batch_version", 0))
     n = request.n_rows
     if request.model_digest != state["digest"]:
@@ -328,8 +328,8 @@ def ecall_online_records(rt, payload):
         # a request with a row over budget is refused (the active party's requests in this batch
         # apart), and still scanned, charged (without bits) and answered as any other, which rows
         # are refused sealed in the answer: its host cannot tell
-        refused, over, delta = charge_online(rt, current.party, state, keys, answer_tags(request.tags, answers), cost,
-                                             now, summary, request.requests)
+        refused, over, delta = charge_online(rt, ledger_scope(current), state, keys,
+                                             answer_tags(request.tags, answers), cost, now, summary, request.requests)
     elif state["max_bits_per_row"] and cost > state["max_bits_per_row"] and not request.clear:  # N-TEE: host's
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")

@@ -21,14 +21,14 @@ from teeboost.errors import ProtocolError
 from teeboost.protocols.enclave.handshake import expect
 from teeboost.protocols.strict.enclave import messages as sm
 from teeboost.protocols.strict.enclave import online_messages as om
-from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, LEDGER_CONTEXT
+from teeboost.protocols.strict.enclave.ledger import DAY_SECONDS, LEDGER_CONTEXT, open_sealed
 from teeboost.protocols.strict.enclave.oblivious_scan import KEY_BYTES
 from teeboost.transport import serde
 
 __all__ = ["ONLINE_LEDGER", "empty_ledger", "seal_record", "replay_log", "apply_records", "charge_online",
            "batch_spending", "online_spending", "compile_spending"]
 
-ONLINE_LEDGER = b"teeboost-strict-online-ledger-v1:"
+ONLINE_LEDGER = b"teeboost-strict-online-ledger-v2:"
 
 if sm.TAG_BYTES != 16:  # ``_spending`` compares a tag as two 8-byte words
     raise ImportError("the online ledger compares 16-byte tags")
@@ -39,32 +39,34 @@ def empty_ledger() -> dict:
             "epochs": np.zeros(0), "bits": np.zeros(0, np.int64)}
 
 
-def _context(party: int) -> bytes:
-    return ONLINE_LEDGER + party.to_bytes(4, "big")
+def _context(scope: bytes) -> bytes:
+    """``scope``: the party and the label owner the ledger meters for (``ledger.ledger_scope``)."""
+    return ONLINE_LEDGER + scope
 
 
-def seal_record(rt, party: int, version: int, base: bool, entries: dict) -> bytes:
+def seal_record(rt, scope: bytes, version: int, base: bool, entries: dict) -> bytes:
     return rt.seal(serde.encode(om.StrictLedgerDelta(version, base, entries["keys"], entries["tags"],
-                                                     entries["epochs"], entries["bits"])), _context(party))
+                                                     entries["epochs"], entries["bits"])), _context(scope))
 
 
-def _opened(rt, party: int, blob: bytes) -> list[om.StrictLedgerDelta]:
+def _opened(rt, scope: bytes, blob: bytes) -> list[om.StrictLedgerDelta]:
     """The sealed records of a log (each u32 length-prefixed), opened."""
     records, at = [], 0
     while at < len(blob):
         size = int.from_bytes(blob[at:at + 4], "big")
         if at + 4 + size > len(blob):
             raise ProtocolError("refused: the online ledger log is cut short")
-        records.append(expect(rt.unseal(blob[at + 4:at + 4 + size], _context(party)), om.StrictLedgerDelta))
+        records.append(expect(open_sealed(rt, blob[at + 4:at + 4 + size], _context(scope), "online ledger log"),
+                              om.StrictLedgerDelta))
         at += 4 + size
     return records
 
 
-def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, int]:
+def replay_log(rt, scope: bytes, blob: bytes, host_version: int) -> tuple[dict, int]:
     """The log's records, each opened and checked: versions consecutive from a base record,
     ending at or past the version the host last recorded (it records a version once the log is
     synced after it, so the log may be ahead of it: that only counts more)."""
-    records = _opened(rt, party, blob)
+    records = _opened(rt, scope, blob)
     if not records:
         if host_version != 0:
             raise ProtocolError(f"refused: the host last recorded online ledger version {host_version}, and "
@@ -81,10 +83,10 @@ def replay_log(rt, party: int, blob: bytes, host_version: int) -> tuple[dict, in
     return {k: np.concatenate([getattr(r, k) for r in records]) for k in ("keys", "tags", "epochs", "bits")}, last
 
 
-def apply_records(rt, party: int, state: dict, blob: bytes) -> None:
+def apply_records(rt, scope: bytes, state: dict, blob: bytes) -> None:
     """Records other sessions appended to the log since this one last looked, in order: each
     must follow the last version this enclave knows (a base record replaces what it held)."""
-    for record in _opened(rt, party, blob):
+    for record in _opened(rt, scope, blob):
         if record.version != state["version"] + 1:
             raise ProtocolError(f"refused: online ledger record {record.version} does not follow version "
                                 f"{state['version']} (a record was left out)")
@@ -96,7 +98,7 @@ def apply_records(rt, party: int, state: dict, blob: bytes) -> None:
         state["version"] = record.version
 
 
-def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarray, cost: int, now: float,
+def charge_online(rt, scope: bytes, state: dict, keys: np.ndarray, tags: np.ndarray, cost: int, now: float,
                   summary: dict, requests: np.ndarray | None = None) -> tuple[np.ndarray, str, bytes]:
     """Charge the rows (a row scored again with the same tag is free); refuse a whole request
     (``requests``: each row's request within the batch; None: one request) if any of its rows
@@ -132,7 +134,7 @@ def charge_online(rt, party: int, state: dict, keys: np.ndarray, tags: np.ndarra
     _append(state, entries)
     version = state["version"] = state["version"] + 1
     summary.update(version=version)
-    return refused, why if refused.any() else "", seal_record(rt, party, version, False, entries)
+    return refused, why if refused.any() else "", seal_record(rt, scope, version, False, entries)
 
 
 def _earlier_in_batch(asked: np.ndarray, charged: np.ndarray) -> np.ndarray:
@@ -242,26 +244,26 @@ def compile_spending() -> None:
     _spending_in(one, np.zeros(1, np.uint64), np.zeros((1, sm.TAG_BYTES // 8), np.uint64), 0.0)
 
 
-def batch_spending(rt, party: int, blob: bytes, version: int) -> dict:
+def batch_spending(rt, scope: bytes, blob: bytes, version: int) -> dict:
     """The batch sessions' sealed ledger (``strict/enclave/ledger``), opened and checked as a
     batch session checks it, as entries keyed by prefix."""
     if not blob:
         if version != 0:
             raise ProtocolError(f"refused: the host last stored batch ledger version {version}, and gave none")
         return empty_ledger()
-    ledger = serde.decode(rt.unseal(bytes(blob), LEDGER_CONTEXT + party.to_bytes(4, "big")))
+    ledger = serde.decode(open_sealed(rt, blob, LEDGER_CONTEXT + scope, "batch row ledger"))
     if not isinstance(ledger, sm.StrictLedger) or ledger.version not in (version, version + 1):
         raise ProtocolError("refused: the batch row ledger is not the one the host last stored")
     return {"keys": np.array(ledger.keys[:, :KEY_BYTES]), "tags": np.array(ledger.tags),  # writable copies, once
             "epochs": np.array(ledger.epochs), "bits": np.array(ledger.bits)}
 
 
-def online_spending(rt, party: int, blob: bytes, version: int, now: float) -> tuple[dict[bytes, int], set[bytes]]:
+def online_spending(rt, scope: bytes, blob: bytes, version: int, now: float) -> tuple[dict[bytes, int], set[bytes]]:
     """For a batch session: bits spent online per row key prefix in the window, and the
     (key prefix + tag) pairs scored online (the same answer again is free in a batch too)."""
     if not blob and version == 0:
         return {}, set()
-    ledger, _ = replay_log(rt, party, blob, version)
+    ledger, _ = replay_log(rt, scope, blob, version)
     live = ledger["epochs"] >= now - DAY_SECONDS
     spent: dict[bytes, int] = {}
     seen: set[bytes] = set()

@@ -15,6 +15,7 @@ Every channel is set up once per run with a party whose pinned identity key sign
 
 import hashlib
 import json
+import os
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from teeboost.protocols.strict.enclave import online_messages as om
 from teeboost.protocols.enclave.handshake import ecall_confirm, ecall_finish_initiator, ecall_finish_responder, ecall_hello, ecall_respond, expect, init_session, role  # noqa: F401 - entry points
 from teeboost.protocols.enclave.messages import pack_records, unpack_records
 from teeboost.protocols.strict.enclave.consent import verify_consent
-from teeboost.protocols.strict.enclave.ledger import charge_session
+from teeboost.protocols.strict.enclave.ledger import charge_session, ledger_scope
 from teeboost.protocols.strict.enclave.online import (ecall_online_begin, ecall_online_finish,  # noqa: F401
                                                       ecall_online_model, ecall_online_records, ecall_online_table,
                                                       ecall_online_warm)
@@ -158,7 +159,8 @@ def ecall_predict_begin(rt, payload):
     # only for the model their records were released with
     digest = sm.model_digest(json.loads(json.dumps(ensemble.to_dict())))
     frame = serde.encode(sm.StrictPredictRequest(msg.n_rows, digest, ensemble.n_outputs,
-                                                 _tags(digest + _own_records_digest(msg), msg.raw)))
+                                                 _tags(digest + _own_records_digest(msg), msg.raw,
+                                                       len(current.peers))))
     return pack_records({p: current.channel(p).seal(frame) for p in current.peers})
 
 
@@ -171,13 +173,19 @@ def _own_records_digest(msg):
     return h.digest()
 
 
-def _tags(digest, raw):
+def _tags(digest, raw, passive_parties: int):
     """Per row: the model, this party's own records and its inputs for the row. The same tag
-    again is the same answer again, which a passive ledger does not charge twice."""
+    again is the same answer again, which a passive ledger does not charge twice (each binds
+    the tag to its own answer, ``ledger.answer_tags``). With two or more passive parties no
+    tag repeats (a fresh salt per request): one party's answer may be the same while
+    another's changed, and the new score then moves by the other's change, so a repeat free
+    at the first would dither its part of the margin past the quantization, each change once
+    more (red team). Every score is then charged at every party: over, never under."""
+    salt = os.urandom(16) if passive_parties > 1 else b""
     rows = np.ascontiguousarray(raw, dtype=np.float64)
     tags = np.zeros((rows.shape[0], sm.TAG_BYTES), dtype=np.uint8)
     for i in range(rows.shape[0]):
-        tags[i] = np.frombuffer(hashlib.sha256(digest + rows[i].tobytes()).digest()[:sm.TAG_BYTES], np.uint8)
+        tags[i] = np.frombuffer(hashlib.sha256(digest + salt + rows[i].tobytes()).digest()[:sm.TAG_BYTES], np.uint8)
     return tags
 
 
@@ -309,7 +317,7 @@ def ecall_predict_records(rt, payload):
         raise ProtocolError("the rows to score do not fit this party's sealed records") from None
     ids = np.array(sorted(left), dtype=np.int64)
     bits = np.stack([left[int(i)] for i in ids]) if ids.size else np.zeros((0, n_rows), dtype=bool)
-    ledger, summary, refusal = charge_session(rt, current.party, request, mine, bits)  # before any bit leaves
+    ledger, summary, refusal = charge_session(rt, ledger_scope(current), request, mine, bits)  # before any bit leaves
     if summary["refused"]:
         return pack_records({0: b"", 1: b"", 2: json.dumps(summary).encode()})
     if refusal:
