@@ -73,6 +73,9 @@ class TrainingRun:
     evals_result: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     best_iteration: int | None = None  # round kept by early stopping (from 0)
     best_score: float | None = None  # its watched validation metric
+    #: exchanges with the passive parties while trees grew (validation and checkpoints included),
+    #: per tree grown: what a link's latency multiplies (docs/reproduction.md, round trips)
+    round_trips_per_tree: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +90,7 @@ class TrainingRun:
             "evals_result": self.evals_result,
             "best_iteration": self.best_iteration,
             "best_score": self.best_score,
+            "round_trips_per_tree": self.round_trips_per_tree,
             "per_tree": [
                 {"tree": t.tree_index, "leaves": t.n_leaves, "seconds": round(t.seconds, 4),
                  **({"valid_metric": t.valid_metric} if t.valid_metric is not None else {})}
@@ -347,6 +351,7 @@ def train_active(
             finder.constrain(constrained)
         if policy is not None and hasattr(finder, "max_passive_features"):  # strict: counted in every passive enclave
             finder.max_passive_features = policy.max_passive_features or 0
+        exchanges_before = channel.traffic.round_trips
         if spec.trains_in_enclave:
             ensemble, owner = _train_in_enclave(
                 finder, channel, run_id, y, classes, objective_name, objective.n_outputs, active_columns,
@@ -381,6 +386,8 @@ def train_active(
                                    on_round=None if checkpoint_path is None else save_checkpoint,
                                    sample_weight=weights)
             evals_result = booster.evals_result()
+        grown = len(ensemble.trees) - (0 if saved is None else saved.n_trees)
+        round_trips_per_tree = round((channel.traffic.round_trips - exchanges_before) / grown, 2) if grown else None
         if not spec.trains_in_enclave:  # strict: the enclaves bind each party's records themselves
             announce_model(channel, ensemble)
         if writer is not None:
@@ -401,7 +408,8 @@ def train_active(
                         protocol, params.to_dict(), active.label_name, vocabularies=dict(active.vocabularies))
     run = TrainingRun(protocol, objective_name, active.n_rows, seconds, channel.traffic.to_dict(), progress,
                       {k: round(v, 4) for k, v in phases.items()}, evals_result=evals_result,
-                      best_iteration=ensemble.best_round, best_score=ensemble.best_score)
+                      best_iteration=ensemble.best_round, best_score=ensemble.best_score,
+                      round_trips_per_tree=round_trips_per_tree)
     run.compute = env.compute_backend().describe()
     if spec.uses_enclaves:
         run.enclaves = ("simulated backend (separate processes, no hardware isolation; simulated quotes accepted "

@@ -18,7 +18,8 @@ __all__ = ["REPORT_KEYS", "OPTIONAL_KEYS", "EARLY_STOPPING_KEYS", "training_repo
 
 #: In every report.
 REPORT_KEYS = ("protocol", "objective", "n_samples", "n_test", "n_trees", "metric", "value", "train_seconds",
-               "bytes_total", "bytes", "bytes_by_message", "messages", "parties", "model_files", "transcript",
+               "bytes_total", "bytes", "bytes_by_message", "messages", "round_trips", "round_trips_per_tree",
+               "parties", "model_files", "transcript",
                "phases", "per_tree", "protection", "psi", "transport", "tls", "params")
 
 #: With early stopping (``early_stopping_rounds`` set): whether it ended the run and the round kept.

@@ -157,6 +157,8 @@ def _print_report(report: dict[str, Any]) -> None:
     print(f"bytes           {report['bytes_total']:,} total: "
           f"{report['bytes']['active_to_passive']:,} active->passive, "
           f"{report['bytes']['passive_to_active']:,} passive->active ({report['messages']} messages)")
+    if report.get("round_trips_per_tree") is not None:  # what a link's latency multiplies
+        print(f"round trips     {report['round_trips']} ({report['round_trips_per_tree']:g} per tree)")
     print(f"model files     {', '.join(report['model_files'])}")
     if report.get("transcript"):
         print(f"transcript      {report['transcript']}")

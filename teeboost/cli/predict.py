@@ -64,7 +64,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                                  else config.number_format, unmatched=UnmatchedPolicy.from_args(args, config))
         print(json.dumps(summary) if args.json else
               f"wrote {summary['rows']} predictions to {summary['output']} "
-              f"({summary['bytes_total']:,} bytes of routing questions on the wire)")
+              f"({summary['bytes_total']:,} bytes of routing questions on the wire, {summary['round_trips']} round "
+              "trips)")
         return 0
     if args.model_dir is None:
         args.model_dir = DEFAULT_MODEL_DIR

@@ -93,6 +93,8 @@ def _run_training(args: argparse.Namespace) -> dict[str, Any]:
         "bytes": run.traffic["bytes"],
         "bytes_by_message": run.traffic["bytes_by_message"],
         "messages": run.traffic["messages"],
+        "round_trips": run.traffic["round_trips"],
+        "round_trips_per_tree": run.round_trips_per_tree,
         "parties": {"active": list(model.active.feature_names),
                     **{f"passive-{m.index}": list(m.feature_names) for m in model.passives}},
         "model_files": [str(p) for p in written],

@@ -210,7 +210,8 @@ def _train_once(config: PartyConfig, channel: GrpcChannel, data: PartyData, tran
         "n_test": int(test.size), "n_trees": len(model.ensemble.trees), "metric": model.ensemble.loss.metric,
         "value": value, "train_seconds": round(run.train_seconds, 4), "bytes_total": traffic["bytes_total"],
         "bytes": traffic["bytes"], "bytes_by_message": traffic["bytes_by_message"],
-        "messages": traffic["messages"],
+        "messages": traffic["messages"], "round_trips": traffic["round_trips"],
+        "round_trips_per_tree": run.round_trips_per_tree,
         # a passive party's column names stay with it
         "parties": {"active": list(model.feature_names), **{f"passive-{p.index}": None for p in config.peers}},
         "model_files": [str(p) for p in written], "transcript": None if transcript is None else str(transcript),
@@ -318,7 +319,7 @@ def run_prediction(config: PartyConfig, data_path: Path | str, output: Path, *, 
     fallen = int((out["scored_by"].astype(str).str.startswith("fallback@")).sum()) if "scored_by" in out else 0
     return {"rows": len(out), "scored": int(shared.size), "unscored": unscored - fallen, "fallback": fallen,
             "output": str(output),
-            "bytes_total": traffic["bytes_total"], "bytes": traffic["bytes"]}
+            "bytes_total": traffic["bytes_total"], "bytes": traffic["bytes"], "round_trips": traffic["round_trips"]}
 
 
 def _labels(classes: list, index: np.ndarray, probability: np.ndarray) -> list:

@@ -36,11 +36,14 @@ class ErrorReply:
 
 
 class TrafficCounter:
-    """Bytes and message counts by direction, message type and party."""
+    """Bytes and message counts by direction, message type and party, and round trips: each
+    exchange with one or more passive parties at once is one, as a wide-area link feels it
+    (its latency is paid once per exchange, whatever the bytes)."""
 
     def __init__(self) -> None:
         self.bytes: dict[tuple[str, str, int], int] = defaultdict(int)
         self.count: dict[tuple[str, str, int], int] = defaultdict(int)
+        self.round_trips = 0
 
     def add(self, direction: str, type_name: str, party: int, nbytes: int) -> None:
         self.bytes[(direction, type_name, party)] += nbytes
@@ -73,6 +76,7 @@ class TrafficCounter:
             "bytes": self.by_direction(),
             "bytes_by_message": self.by_type(),
             "messages": self.messages,
+            "round_trips": self.round_trips,
         }
 
 
@@ -122,6 +126,7 @@ class Channel(ABC):
             if self.transcript is not None:
                 self.transcript.record(SENT, party, frame)
             frames[party] = frame
+        self.traffic.round_trips += 1
         replies = {}
         for party, frame in self._exchange_all(frames).items():
             reply = serde.decode(frame)
