@@ -7,6 +7,7 @@ from teeboost.config import BoostParams, ProtocolOptions
 from teeboost.errors import ProtocolError
 from teeboost.federation import train_local
 from teeboost.protocols.messages import HistogramNote
+from teeboost.protocols.enclave.partition import SplitReply
 from teeboost.protocols.scoring.plain import HistogramReply
 from teeboost.protocols.scoring.secureboost import EncryptedHistograms
 from teeboost.transport import inmemory
@@ -96,13 +97,24 @@ def test_transcript_holds_what_secureboost_reveals(tmp_path, small_credit):
     plain_path = tmp_path / "plain.tbt"
     train_local(active, passives, PARAMS, transcript=plain_path)
     secure = [r.message for r in read_transcript(path) if isinstance(r.message, HistogramNote)]
-    plain = [r.message for r in read_transcript(plain_path) if isinstance(r.message, HistogramReply)]
+    plain = [m for r in read_transcript(plain_path) if r.kind == RECEIVED for m in _histogram_replies(r.message)]
     # every decrypted bin sum per node x feature x bin, equal to what plain sends in the clear
     assert len(secure) == len(plain) > 0
     for note, reply in zip(secure, plain):
         assert np.array_equal(note.sums, reply.sums)
-    received = {type(r.message).__name__ for r in read_transcript(path) if r.kind == RECEIVED}
+    received = [type(m).__name__ for r in read_transcript(path) if r.kind == RECEIVED for m in _histogram_replies(r.message)]
     assert "EncryptedHistograms" in received and "HistogramReply" not in received
+    # a level a passive party won came back with its split (one round trip, not two)
+    assert any(isinstance(r.message, SplitReply) and r.message.next_level for r in read_transcript(path))
+
+
+def _histogram_replies(msg):
+    """A histogram reply, alone or with the split reply that answered the next level too."""
+    from teeboost.transport import serde
+
+    if isinstance(msg, SplitReply):
+        return [serde.decode(bytes(msg.next_level))] if msg.next_level else []
+    return [msg] if isinstance(msg, (HistogramReply, EncryptedHistograms)) else []
 
 
 def _tamper(monkeypatch, edit):

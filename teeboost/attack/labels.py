@@ -8,8 +8,8 @@ what ``p``'s host can read:
 
 * per tree, the row sample (plain, SecureBoost and 1-TEE send it in the clear; N-TEE seals it);
 * node instance sets: the clear split announcements of ``HistogramRequest`` (plain, SecureBoost,
-  1-TEE), replayed from the sample with ``apply_announcements`` exactly as the passive party
-  does, plus the partitions of its own winning splits (their left sets come back in its split
+  1-TEE; with one passive party, plain and SecureBoost send a level's in its split request),
+  replayed from the sample with ``apply_announcements`` exactly as the passive party does, plus the partitions of its own winning splits (their left sets come back in its split
   replies). The last level's splits are never announced (no request follows them);
 * routing questions about training rows left out of a tree's sample: record -> rows asked
   (the rows that reached that node of the passive party's) and its own go-left answers, which
@@ -120,6 +120,16 @@ class PassiveView:
         return sum(len([n for n in t.nodes() if n != 0]) for t in self.trees.values())
 
 
+def _announced(tree: "PassiveTree", nodes: NodeRows, msg) -> None:
+    """Splits announced in the clear (a histogram request's, or a split request's that asks the
+    next level with it), replayed as the passive party applies them."""
+    apply_announcements(nodes, msg)
+    for node, left, right in zip(msg.split_nodes.tolist(), msg.split_lefts.tolist(), msg.split_rights.tolist()):
+        _link(tree, node, left, right)
+        tree.announced.append(node)
+        tree.partition[left], tree.partition[right] = nodes.rows(left), nodes.rows(right)
+
+
 def read_passive_view(path: str | Path, party: int) -> PassiveView:
     """What passive host ``party`` saw, reconstructed from the active party's transcript."""
     view: PassiveView | None = None
@@ -156,20 +166,16 @@ def read_passive_view(path: str | Path, party: int) -> PassiveView:
         elif record.kind == SENT and isinstance(msg, SealedMessage) and msg.kind == "gradients":
             view.trees[msg.tree] = PassiveTree(msg.tree, None)  # N-TEE: tree id only, sample sealed
         elif record.kind == SENT and isinstance(msg, HistogramRequest):
-            tree = view.trees[msg.tree]
-            nodes = replay[msg.tree]
-            apply_announcements(nodes, msg)
-            for node, left, right in zip(msg.split_nodes.tolist(), msg.split_lefts.tolist(),
-                                         msg.split_rights.tolist()):
-                _link(tree, node, left, right)
-                tree.announced.append(node)
-                tree.partition[left], tree.partition[right] = nodes.rows(left), nodes.rows(right)
-            tree.searched.extend(int(n) for n in msg.nodes)
+            _announced(view.trees[msg.tree], replay[msg.tree], msg)
+            view.trees[msg.tree].searched.extend(int(n) for n in msg.nodes)
         elif record.kind == SENT and isinstance(msg, (SplitRequest, SealedSplitRequest)):
             pending_split = msg
+            if isinstance(msg, SplitRequest) and msg.split_nodes.size:  # the level's other splits, with it
+                _announced(view.trees[msg.tree], replay[msg.tree], msg)
         elif record.kind == RECEIVED and isinstance(msg, SplitReply) and pending_split is not None:
             request, pending_split = pending_split, None
             tree = view.trees[request.tree]
+            tree.searched.extend(int(n) for n in msg.next_nodes)  # the next level, asked with the split
             nodes_asked = [int(n) for n in request.nodes]
             for node, left, right, rec in zip(nodes_asked, request.lefts.tolist(), request.rights.tolist(),
                                               msg.records.tolist()):

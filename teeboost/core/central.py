@@ -67,7 +67,7 @@ class CentralFinder(SplitFinder):
     def end_tree(self):
         self.columns.end_tree()
 
-    def apply_splits(self, splits, children):
+    def apply_splits(self, splits, children, *, next_min_rows=0):
         out = []
         for split, (left, right) in zip(splits, children):
             record, went_left = self.columns.apply(self._node_rows.rows(split.node_id), split.feature,

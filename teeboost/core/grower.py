@@ -66,8 +66,11 @@ class SplitFinder(ABC):
         ``limits`` when the run has constraints."""
 
     @abstractmethod
-    def apply_splits(self, splits: list[SplitInfo], children: list[tuple[int, int]]) -> list[AppliedSplit]:
-        """Ask each winner's owner to record its split and partition the node."""
+    def apply_splits(self, splits: list[SplitInfo], children: list[tuple[int, int]], *,
+                     next_min_rows: int = 0) -> list[AppliedSplit]:
+        """Ask each winner's owner to record its split and partition the node. ``next_min_rows``:
+        the next level will search every child holding at least that many rows (0: this is the
+        last level), which a protocol may ask for in the same round trip."""
 
     def end_tree(self) -> None:
         """The tree is complete (protocols may release per-tree state)."""
@@ -151,7 +154,9 @@ class TreeGrower:
                 if not chosen:
                     break
                 children = [(tree.n_nodes + 2 * i, tree.n_nodes + 2 * i + 1) for i in range(len(chosen))]
-                applied = self.finder.apply_splits(chosen, children)
+                last = _depth + 1 >= params.max_depth
+                applied = self.finder.apply_splits(chosen, children,
+                                                   next_min_rows=0 if last else 2 * params.min_samples_leaf)
                 next_frontier: list[int] = []
                 for split, (left, right), result in zip(chosen, children, applied):
                     made = tree.add_split(split.node_id, split.party, result.record, split.gain)

@@ -121,8 +121,8 @@ class NotingFinder(SplitFinder):
         self.transcript.note(NodeRowsNote(self._tree, np.array(nodes, dtype=np.int32), encodings, offsets, payload))
         return self.inner.find_splits(nodes, node_rows, limits)
 
-    def apply_splits(self, splits, children):
-        applied = self.inner.apply_splits(splits, children)
+    def apply_splits(self, splits, children, *, next_min_rows=0):
+        applied = self.inner.apply_splits(splits, children, next_min_rows=next_min_rows)
         passive = [i for i, s in enumerate(splits) if s.party > 0]
         if self.constrained and passive:
             self.transcript.note(ConstraintNote(

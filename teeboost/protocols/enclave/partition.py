@@ -40,6 +40,14 @@ class SplitRequest:
     bins: np.ndarray = array_field("int64", 1)  # threshold bin, or category mask of a categorical feature
     default_left: np.ndarray = array_field("bool", 1)
     handles: np.ndarray = array_field("uint64", 1)
+    # plain and SecureBoost with one passive party: the level's other splits (announced as
+    # ``HistogramRequest`` announces them), and the next level asked in the same round trip:
+    # the histograms of every child holding at least ``next_min_rows`` rows (0: none asked)
+    split_nodes: np.ndarray = array_field("int32", 1, optional=True)
+    split_lefts: np.ndarray = array_field("int32", 1, optional=True)
+    split_rights: np.ndarray = array_field("int32", 1, optional=True)
+    split_bits: np.ndarray = array_field("uint8", 1, optional=True)
+    next_min_rows: int = 0
 
 
 @message
@@ -69,6 +77,10 @@ class SplitReply:
     tree: int
     records: np.ndarray = array_field("int64", 1)
     left_bits: np.ndarray = array_field("uint8", 1)
+    # with ``SplitRequest.next_min_rows``: the next level's nodes, in id order (what the active
+    # party's grower asks), and the protocol's histogram reply for them, encoded
+    next_nodes: np.ndarray = array_field("int32", 1, optional=True)
+    next_level: bytes = b""
 
 
 def check_rows(rows: np.ndarray, n_rows: int, what: str) -> np.ndarray:

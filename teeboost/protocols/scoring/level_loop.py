@@ -12,6 +12,7 @@ A truncated, tampered or inconsistent reply is refused instead of producing a wr
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -28,6 +29,7 @@ from teeboost.core.split import NodeBest, SplitCriteria, SplitInfo, best_splits,
 from teeboost.errors import ProtocolError
 from teeboost.policy import Policy, PolicyRefused
 from teeboost.protocols.messages import HistogramNote
+from teeboost.transport import serde
 from teeboost.transport.base import Channel
 from teeboost.protocols.enclave.partition import Announcements, HistogramRequest, SplitReply, SplitRequest, apply_announcements, bit_chunks, bits_to_masks, masks_to_bits
 
@@ -78,6 +80,10 @@ class ActiveSplitting(SplitFinder, ABC):
     """What every protocol's active side shares: its own columns, per-tree state, and asking
     winners to partition nodes (and announcing the result to the other parties)."""
 
+    #: whether the one passive party's split request also asks the next level's histograms
+    #: (plain, SecureBoost): a level a passive party won costs one round trip, not two
+    asks_next_level = False
+
     def __init__(self, channel: Channel, columns: PartyColumns, criteria: SplitCriteria,
                  passive_bins: dict[int, np.ndarray], passive_categorical: dict[int, np.ndarray], max_bin: int) -> None:
         self.channel = channel
@@ -94,6 +100,7 @@ class ActiveSplitting(SplitFinder, ABC):
         self._worker: ThreadPoolExecutor | None = None
         self.party_constraints: dict[int, PartyConstraints] = {}  # party -> its columns' constraints
         self._paths: dict[int, PathColumns] = {}  # parties whose split columns this host knows
+        self._next_level: tuple[int, list[int], Any] | None = None  # (party, nodes, reply) asked ahead
 
     def constrain(self, by_party: dict[int, PartyConstraints]) -> None:
         """The run's constraints, per party (its own from the parameters, each passive party's
@@ -159,11 +166,12 @@ class ActiveSplitting(SplitFinder, ABC):
 
     def end_tree(self):
         """The tree's gradients and rows go before the next tree's are encoded."""
+        self._next_level = None
         self._gradients = None
         self._node_rows = None
         self.columns.end_tree()
 
-    def apply_splits(self, splits, children):
+    def apply_splits(self, splits, children, *, next_min_rows=0):
         results: dict[int, AppliedSplit] = {}
         bits: dict[int, np.ndarray] = {}
         by_party: dict[int, list[int]] = {}
@@ -180,6 +188,15 @@ class ActiveSplitting(SplitFinder, ABC):
             bits[i] = np.packbits(went_left)
         requests = {party: self._split_request(party, [splits[i] for i in idx], [children[i] for i in idx])
                     for party, idx in by_party.items()}
+        ahead = self.asks_next_level and next_min_rows > 0 and len(self.channel.parties) == 1 and len(requests) == 1
+        if ahead:  # the level's own splits announced with it, and the next level asked at once
+            (party,) = requests
+            for i in range(len(splits)):
+                if splits[i].party == 0:
+                    self.announcements.add(0, splits[i].node_id, children[i][0], children[i][1], bits[i])
+            requests[party] = dataclasses.replace(requests[party], next_min_rows=int(next_min_rows),
+                                                  **self.announcements.for_party(party))
+            self.announcements.clear()
         replies = self.channel.request_all(requests) if requests else {}
         for party, idx in by_party.items():
             reply = replies[party]
@@ -204,6 +221,11 @@ class ActiveSplitting(SplitFinder, ABC):
                 bits[i] = chunk
         ordered = [results[i] for i in range(len(splits))]
         self._track_paths(splits, children)
+        if ahead:
+            reply = replies[party]
+            nodes = [int(n) for n in reply.next_nodes]
+            self._next_level = (party, nodes, serde.decode(bytes(reply.next_level)) if nodes else None)
+            return ordered
         for i, (split, (left_id, right_id)) in enumerate(zip(splits, children)):
             self.announcements.add(split.party, split.node_id, left_id, right_id, bits[i])
         return ordered
@@ -228,6 +250,8 @@ class ActiveSplitting(SplitFinder, ABC):
 
 class ActiveScoring(ActiveSplitting, ABC):
     """The active party scores every split from histograms (plain, SecureBoost)."""
+
+    asks_next_level = True
 
     @abstractmethod
     def _histograms(self, party: int, reply: Any, nodes: list[int]) -> np.ndarray:
@@ -256,17 +280,23 @@ class ActiveScoring(ActiveSplitting, ABC):
     def find_splits(self, nodes, node_rows, limits=None):
         self._node_rows = node_rows
         self._level_histograms: dict[int, tuple[list[int], np.ndarray]] = {}
+        ahead, self._next_level = self._next_level, None
+        if ahead is not None and ahead[1] != list(nodes):  # its reply to the split request named the level
+            raise ProtocolError(f"party {ahead[0]} answered the next level for nodes {ahead[1]}, but the level "
+                                f"searches nodes {list(nodes)}")
         requests = {
             party: HistogramRequest(self._tree, np.array(nodes, dtype=np.int32),
                                     **self.announcements.for_party(party))
-            for party in self.channel.parties
+            for party in self.channel.parties if ahead is None or party != ahead[0]
         }
         self.announcements.clear()
-        pending = self.channel.submit_all(requests)
+        pending = self.channel.submit_all(requests) if requests else None
         own = self.columns.best(nodes, node_rows, self.codec, self.criteria,
                                 sampled_features(self.criteria, 0, self._tree, self.columns.n_features),
                                 **self._limits(0, nodes, limits))
-        replies = pending.result()
+        replies = pending.result() if pending is not None else {}
+        if ahead is not None:
+            replies[ahead[0]] = ahead[2]
         candidates: list[list[tuple[int, NodeBest]]] = [[(0, best)] for best in own]
         for party, reply in sorted(replies.items()):
             if getattr(reply, "tree", None) != self._tree:
@@ -331,7 +361,29 @@ class PassiveScoring(ABC):
         if isinstance(msg, HistogramRequest):
             return self._level(self._enter_level(msg), self._node_rows)
         self._check_tree(msg)
-        return self._split(msg)
+        if not msg.next_min_rows:
+            return self._split(msg)
+        return self._split_then_level(msg)
+
+    #: answers a split request with the next level's histograms (plain, SecureBoost)
+    answers_next_level = False
+
+    def _split_then_level(self, msg: SplitRequest) -> SplitReply:
+        """The level's other splits applied, this party's own, then the next level's histograms
+        for every child holding at least ``next_min_rows`` rows, in id order: the nodes the
+        active party's grower searches next, which it checks against these."""
+        if not self.answers_next_level:
+            raise ProtocolError("this protocol does not answer the next level with a split request")
+        if msg.next_min_rows < 1:
+            raise ProtocolError(f"a split request asks the next level's nodes of at least {msg.next_min_rows} rows")
+        apply_announcements(self._node_rows, msg)
+        reply = self._split(msg)
+        children = [int(c) for pair in zip(msg.split_lefts, msg.split_rights) for c in pair]
+        children += [int(c) for pair in zip(msg.lefts, msg.rights) for c in pair]
+        nodes = sorted(c for c in children if self._node_rows.size(c) >= msg.next_min_rows)
+        level = self._level(nodes, self._node_rows) if nodes else None
+        return dataclasses.replace(reply, next_nodes=np.array(nodes, dtype=np.int32),
+                                   next_level=serde.encode(level) if level is not None else b"")
 
     def _check_tree(self, msg: Any) -> None:
         if msg.tree != self._tree or self._node_rows is None:

@@ -58,6 +58,7 @@ class PlainActive(ActiveScoring):
 
 class PlainPassive(PassiveScoring):
     handles = PassiveScoring.handles + (PlainBeginTree,)
+    answers_next_level = True
 
     def _begin_tree(self, msg):
         if not isinstance(msg, PlainBeginTree):

@@ -204,6 +204,7 @@ class SecureBoostActive(ActiveScoring):
 
 class SecureBoostPassive(PassiveScoring):
     handles = PassiveScoring.handles + (PublicKeyMessage, EncryptedGradients)
+    answers_next_level = True
 
     def __init__(self, columns, options: ProtocolOptions, backend: ComputeBackend | None = None) -> None:
         super().__init__(columns)

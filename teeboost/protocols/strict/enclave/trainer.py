@@ -277,7 +277,7 @@ class ObliviousFinder(SplitFinder):
                                        handle=int(self.theirs[party].handles[k])))
         return found
 
-    def apply_splits(self, splits, children):
+    def apply_splits(self, splits, children, *, next_min_rows=0):
         return self._guarded(self._partition, splits, children)
 
     def _guarded(self, step, *args):
