@@ -181,14 +181,20 @@ class SealedLedgerFile:
 
     Each label owner (the active identity key the party pins) has ledgers of its own: the
     enclave seals them to that key (``strict/enclave/ledger.ledger_scope``) and opens them only
-    in sessions it signed, so a new key starts new files (``owner``: a digest of the key)."""
+    in sessions it signed, so a new key starts new files (``owner``: a digest of the key). A
+    new key would so start every row's day afresh (red team: re-pinning after a key rotation
+    scored a customer whose day was spent), so strict sessions for a new key are refused
+    until the other keys' ledgers have been quiet for a whole window (``_check_owner_change``)."""
 
     ONLINE_SYNC_SECONDS = 1.0
+    #: how long another label owner's ledgers must have been quiet: the row window, 24 to 25 hours
+    OWNER_CHANGE_WAIT = DAY_SECONDS + 3600.0
 
-    def __init__(self, path: Path, versions: "RowLedger", owner: str = "") -> None:
+    def __init__(self, path: Path, versions: "RowLedger", owner: str = "", stem: str = "") -> None:
         self.path = Path(path)
         self.versions = versions
         self.owner = owner
+        self.stem = stem  # the audit log's name without .jsonl: every owner's files start with it
         self._meta = f":{owner}" if owner else ""
         self._lock = threading.Lock()
         self._online_lock = threading.Lock()
@@ -202,14 +208,41 @@ class SealedLedgerFile:
     def beside(audit_log: Path, versions: "RowLedger", label_owner: bytes = b"") -> "SealedLedgerFile":
         """``label_owner``: the active party's pinned identity key (b"": none pinned)."""
         owner = hashlib.sha256(label_owner).hexdigest()[:16] if label_owner else ""
-        name = audit_log.name.removesuffix(".jsonl") + (f".{owner}" if owner else "") + ".strict-ledger.sealed"
-        return SealedLedgerFile(audit_log.with_name(name), versions, owner)
+        stem = audit_log.name.removesuffix(".jsonl")
+        name = stem + (f".{owner}" if owner else "") + ".strict-ledger.sealed"
+        return SealedLedgerFile(audit_log.with_name(name), versions, owner, stem)
+
+    def _check_owner_change(self) -> None:
+        """Refuse while another label owner's strict ledgers (an earlier identity key's, or
+        those from before ledgers were kept per key) were written within the window: this key's
+        own start empty, and each row's spending of the day would be forgotten."""
+        if not self.stem:
+            return
+        mine = {self.path.name, self.online_log.name}
+        now = time.time()
+        for pattern in (f"{self.stem}.*strict-ledger.sealed", f"{self.stem}.*strict-online-ledger.log"):
+            for other in self.path.parent.glob(pattern):
+                if other.name in mine:
+                    continue
+                try:
+                    written = other.stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if now - written < self.OWNER_CHANGE_WAIT:
+                    ready = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(written + self.OWNER_CHANGE_WAIT))
+                    raise PolicyRefused(self.versions.party, "max_bits_per_row_per_day",
+                                        f"the label owner's identity key is not the one {other.name} was kept for, "
+                                        f"and that ledger was charged within the last day; strict sessions for the "
+                                        f"new key (scoring, and training with validation rows) start at {ready}, "
+                                        "once every row's day under the old key is over (a new key starts an empty "
+                                        "ledger)")
 
     def version(self) -> int:
         """The version the host last stored (without reading the blob)."""
         return self.versions.get_meta_int("strict_ledger_version" + self._meta)
 
     def load(self) -> tuple[bytes, int]:
+        self._check_owner_change()
         version = self.version()
         try:
             return self.path.read_bytes(), version
@@ -237,6 +270,7 @@ class SealedLedgerFile:
         return self.path.with_name(self.path.name.removesuffix(".strict-ledger.sealed") + ".strict-online-ledger.log")
 
     def load_online(self) -> tuple[bytes, int]:
+        self._check_owner_change()
         version = self.versions.get_meta_int("online_ledger_version" + self._meta)
         try:
             return self.online_log.read_bytes(), version

@@ -433,3 +433,24 @@ def test_an_abandoned_strict_session_releases_the_enclave_side_at_once(parties):
     assert margin.shape == (rows.size, 1) and time.monotonic() - started < 10
     assert entries(tmp_path, "abandoned")[-1]["session"] == "predict.s1"
     party.close()
+
+
+def test_the_same_question_at_a_finer_precision_is_charged_again(parties):
+    """Red team: the tag for "the same answer again" did not name the precision released, so
+    after the passive operator raised ``output_bits`` from 4 to 8 the active host asked the same
+    rows again, free, and got each score at twice the precision. Now the second session costs 8
+    bits a row more, past the 10 a day."""
+    active, tmp_path = parties
+    party, envs, channel = strict_service(tmp_path, "output_bits = 4\nmax_bits_per_row_per_day = 10")
+    aligned = active.take(align(channel, active))
+    model = attacker_model(channel, envs, aligned, STUMPS, np.random.default_rng(5).normal(size=aligned.n_rows))
+    batch = active.take(np.arange(200))
+    coarse = score(channel, envs, model, batch)
+    assert np.unique(coarse).size <= 2 ** 4
+    assert np.array_equal(score(channel, envs, model, batch), coarse)  # the same answer again: free
+    party.close()
+    party, _, channel = strict_service(tmp_path, "output_bits = 8\nmax_bits_per_row_per_day = 10")
+    party.env = lambda: envs[1]  # the same platform: its sealing key opens the ledger
+    with pytest.raises(ProtocolError, match=r"max_bits_per_row_per_day\).*would take a row past 10 bits"):
+        score(channel, envs, model, batch)
+    party.close()

@@ -103,6 +103,39 @@ def test_each_label_owner_has_ledgers_of_its_own(tmp_path):
     old.store(b"sealed batch ledger", 3)
     old.append_online(b"record 1", 1)
     old.flush_online()
+    import os
+    import time
+
+    day_ago = time.time() - SealedLedgerFile.OWNER_CHANGE_WAIT - 60  # (within the day: ``test_a_new_label_owner...``)
+    for path in (old.path, old.online_log):
+        os.utime(path, (day_ago, day_ago))
     assert new.load() == (b"", 0) and new.load_online() == (b"", 0)
     again = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions, b"\x01" * 32)
     assert again.load() == (b"sealed batch ledger", 3) and _records(again.load_online()[0]) == [b"record 1"]
+
+
+def test_a_new_label_owner_key_waits_until_the_old_keys_day_is_over(tmp_path):
+    """A new key's ledgers start empty, so while another key's (or the files from before
+    ledgers were kept per key) were charged within the window, strict sessions for the new key
+    are refused, saying when they may start (red team: a key rotation the operator re-pinned
+    gave every row a fresh day)."""
+    import os
+    import time
+
+    from teeboost.policy import PolicyRefused
+
+    versions = RowLedger(tmp_path / "audit.budget.sqlite", "bank")
+    old = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions, b"\x01" * 32)
+    new = SealedLedgerFile.beside(tmp_path / "audit.jsonl", versions, b"\x02" * 32)
+    old.append_online(b"record 1", 1)
+    old.flush_online()
+    for load in (new.load, new.load_online):
+        with pytest.raises(PolicyRefused, match=r"max_bits_per_row_per_day\).*start at 20\d\d-"):
+            load()
+    assert old.load_online()[1] == 1  # the old key's own sessions go on
+    day_ago = time.time() - SealedLedgerFile.OWNER_CHANGE_WAIT - 60
+    os.utime(old.online_log, (day_ago, day_ago))
+    assert new.load() == (b"", 0) and new.load_online() == (b"", 0)
+    (tmp_path / "audit.strict-ledger.sealed").write_bytes(b"from before ledgers were kept per key")
+    with pytest.raises(PolicyRefused, match="audit.strict-ledger.sealed"):
+        new.load()

@@ -125,3 +125,54 @@ def test_a_strict_passive_host_running_its_own_label_owner_cannot_read_which_cus
     assert seen[x][0] == "error", seen
     log = (own / "passive-1.probing.log").read_text()
     assert "does not open here" in log and "online ledger log" in log, log[-2000:]
+
+
+@pytest.mark.serial
+def test_a_label_owner_that_rotates_its_key_does_not_get_a_fresh_day(tmp_path):
+    """Red team: the label owner says it rotated its identity key; the passive operator pins
+    the new one, as it must; the label owner trains strict again and scores, the same day, a
+    customer whose day it had spent. The new key's ledgers start empty, so it was answered.
+    Now strict sessions for the new key wait until the old key's ledgers have been quiet a
+    whole window, and say until when."""
+    from teeboost.tee.identity import PartyIdentity
+
+    configs = write_federation(tmp_path, n_passive=1, training=TRAINING)
+    _one_day_of_one_score(configs["passive-1"])
+    active = pd.read_csv(tmp_path / "active.csv", dtype={"id": str})
+    held = set(pd.read_csv(tmp_path / "passive-1.csv", dtype={"id": str})["id"])
+    customer = sorted(held - set(active["id"]))[0]  # never trained or validated on: nothing charged it yet
+
+    def score(delta):
+        config = load_config(configs["active"])
+        model = load_active(config.model_dir / "active.json")
+        row = active.head(1).copy()
+        row["id"] = [customer]
+        features = PartyData.from_frame(row[["id", *model.feature_names]], id_column="id", name="active",
+                                        source="test").conform(model.feature_names, model.vocabularies, "model").features
+        scorer = FederatedScorer(config, "credit")
+        try:
+            return scorer.score([customer], features + delta).reasons[0]
+        finally:
+            scorer.close()
+
+    processes = [_start(tmp_path, configs, "passive-1")]
+    try:
+        trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
+        assert trained.returncode == 0, trained.stderr
+        assert score(1.0) is None
+        assert "max_bits_per_row_per_day" in (score(2.0) or "")  # its day is spent
+    finally:
+        stop_passive_parties(configs["active"], processes)
+    old = PartyIdentity.load(tmp_path / "identity-active.key").public_key.hex()
+    new = PartyIdentity.load_or_create(tmp_path / "identity-active-2.key").public_key.hex()
+    for name, path in configs.items():  # the rotation, pinned by both
+        text = path.read_text().replace(old, new)
+        path.write_text(text.replace('identity = "identity-active.key"', 'identity = "identity-active-2.key"')
+                        if name == "active" else text)
+    processes = [_start(tmp_path, configs, "passive-1.rotated")]
+    try:
+        trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
+    finally:
+        stop_passive_parties(configs["active"], processes)
+    assert trained.returncode != 0
+    assert "max_bits_per_row_per_day" in trained.stderr and "start at" in trained.stderr, trained.stderr[-2000:]

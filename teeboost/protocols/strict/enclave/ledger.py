@@ -69,16 +69,19 @@ def host_time(value) -> float:
     return now
 
 
-def answer_tags(tags: np.ndarray, bits: np.ndarray) -> np.ndarray:
+def answer_tags(tags: np.ndarray, bits: np.ndarray, output_bits: int) -> np.ndarray:
     """Each row's tag (the model and the active inputs, from the active enclave) bound to this
-    party's answer on the row: its record bits, records in id order, ``bits`` (records, rows).
-    The same tag again is then the same answer again, free; a row whose values changed since
-    answers anew and is charged (red team: a tag of the active side alone let the active host
-    ask again, free, after each change of the passive party's data, and read the new values)."""
+    party's answer on the row: its record bits, records in id order, ``bits`` (records, rows),
+    and the precision each output is released at. The same tag again is then the same answer
+    again, free; a row whose values changed since answers anew and is charged (red team: a tag
+    of the active side alone let the active host ask again, free, after each change of the
+    passive party's data, and read the new values), and so does one asked again after the
+    operator raised ``output_bits`` (red team: free at the finer precision)."""
     packed = np.packbits(np.ascontiguousarray(np.asarray(bits, dtype=bool).T), axis=1)
+    precision = int(output_bits).to_bytes(4, "big")
     out = np.empty((tags.shape[0], sm.TAG_BYTES), dtype=np.uint8)
     for j in range(tags.shape[0]):  # the same work per row, whatever it holds
-        out[j] = np.frombuffer(hashlib.blake2b(bytes(tags[j]) + packed[j].tobytes(),
+        out[j] = np.frombuffer(hashlib.blake2b(bytes(tags[j]) + packed[j].tobytes() + precision,
                                                digest_size=sm.TAG_BYTES).digest(), np.uint8)
     return out
 
@@ -131,7 +134,7 @@ def charge_session(rt, scope: bytes, request: sm.StrictPredictRequest, mine: sm.
     if mine.row_keys.shape != (n, 16) or request.tags.shape != (n, sm.TAG_BYTES):
         raise ProtocolError("one row key and one tag per row scored")
     ledger = _open(rt, scope, mine)
-    asked_tags = answer_tags(request.tags, answers)
+    asked_tags = answer_tags(request.tags, answers, bits_each)
     now = host_time(mine.now)
     if ledger.epochs.size:
         now = max(now, float(ledger.epochs.max()))  # a clock set back does not reopen the window

@@ -329,7 +329,8 @@ def ecall_online_records(rt, payload):
         # apart), and still scanned, charged (without bits) and answered as any other, which rows
         # are refused sealed in the answer: its host cannot tell
         refused, over, delta = charge_online(rt, ledger_scope(current), state, keys,
-                                             answer_tags(request.tags, answers), cost, now, summary, request.requests)
+                                             answer_tags(request.tags, answers, bits_each), cost, now, summary,
+                                             request.requests)
     elif state["max_bits_per_row"] and cost > state["max_bits_per_row"] and not request.clear:  # N-TEE: host's
         summary.update(refused="max_bits_per_row_per_day", detail=f"one score costs {cost} bits per row; at most "
                        f"{state['max_bits_per_row']}")
