@@ -235,7 +235,8 @@ class SealedLedgerFile:
                                         f"and that ledger was charged within the last day; strict sessions for the "
                                         f"new key (scoring, and training with validation rows) start at {ready}, "
                                         "once every row's day under the old key is over (a new key starts an empty "
-                                        "ledger)")
+                                        f"ledger); to start now, giving every row a fresh day, move {other.name} "
+                                        "aside")
 
     def version(self) -> int:
         """The version the host last stored (without reading the blob)."""
