@@ -134,3 +134,25 @@ def serving(app):
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def fresh_customer(workdir: Path, n_passive: int = 1) -> tuple[str, pd.DataFrame]:
+    """A customer every passive party of a demo federation holds and the label owner never
+    trained or validated on (nothing charged it yet), with the active party's first row of
+    inputs under its id."""
+    active = pd.read_csv(workdir / "active.csv", dtype={"id": str})
+    held = set.intersection(*(set(pd.read_csv(workdir / f"passive-{k}.csv", dtype={"id": str})["id"])
+                              for k in range(1, n_passive + 1)))
+    customer = sorted(held - set(active["id"]))[0]
+    row = active.head(1).copy()
+    row["id"] = [customer]
+    return customer, row
+
+
+def model_inputs(config, row: pd.DataFrame) -> np.ndarray:
+    """A row's active inputs as the trained model reads them."""
+    from teeboost.model_files import load_active
+
+    model = load_active(config.model_dir / "active.json")
+    return PartyData.from_frame(row[["id", *model.feature_names]], id_column="id", name="active",
+                                source="test").conform(model.feature_names, model.vocabularies, "model").features

@@ -29,6 +29,7 @@ from teeboost.policy import SealedRefusal
 from teeboost.serving.federated import FederatedScorer
 
 from ..helpers import stop_passive_parties
+from .helpers import fresh_customer, model_inputs
 from .test_online_federated import TRAINING, _owner, cli
 
 
@@ -138,20 +139,13 @@ def test_a_label_owner_that_rotates_its_key_does_not_get_a_fresh_day(tmp_path):
 
     configs = write_federation(tmp_path, n_passive=1, training=TRAINING)
     _one_day_of_one_score(configs["passive-1"])
-    active = pd.read_csv(tmp_path / "active.csv", dtype={"id": str})
-    held = set(pd.read_csv(tmp_path / "passive-1.csv", dtype={"id": str})["id"])
-    customer = sorted(held - set(active["id"]))[0]  # never trained or validated on: nothing charged it yet
+    customer, row = fresh_customer(tmp_path)
 
     def score(delta):
         config = load_config(configs["active"])
-        model = load_active(config.model_dir / "active.json")
-        row = active.head(1).copy()
-        row["id"] = [customer]
-        features = PartyData.from_frame(row[["id", *model.feature_names]], id_column="id", name="active",
-                                        source="test").conform(model.feature_names, model.vocabularies, "model").features
         scorer = FederatedScorer(config, "credit")
         try:
-            return scorer.score([customer], features + delta).reasons[0]
+            return scorer.score([customer], model_inputs(config, row) + delta).reasons[0]
         finally:
             scorer.close()
 

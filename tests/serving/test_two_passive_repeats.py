@@ -14,13 +14,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from teeboost.data import PartyData
 from teeboost.deploy.config import load_config
 from teeboost.deploy.demo import set_peer_addresses, start_passive, write_federation
-from teeboost.model_files import load_active
 from teeboost.serving.federated import FederatedScorer
 
 from ..helpers import stop_passive_parties
+from .helpers import fresh_customer, model_inputs
 from .test_online_federated import TRAINING, cli
 
 
@@ -40,16 +39,8 @@ def test_with_two_passive_parties_a_repeat_after_the_other_partys_change_is_char
         trained = cli("party", "--config", str(configs["active"]), "--protocol", "strict", "--json")
         assert trained.returncode == 0, trained.stderr
         config = load_config(configs["active"])
-        model = load_active(config.model_dir / "active.json")
-        active = pd.read_csv(tmp_path / "active.csv", dtype={"id": str})
-        held = [set(pd.read_csv(tmp_path / f"passive-{k}.csv", dtype={"id": str})["id"]) for k in (1, 2)]
-        # a customer both passive parties hold and the label owner never trained or validated on:
-        # nothing charged it yet
-        customer = sorted((held[0] & held[1]) - set(active["id"]))[0]
-        row = active.head(1).copy()
-        row["id"] = [customer]
-        features = PartyData.from_frame(row[["id", *model.feature_names]], id_column="id", name="active",
-                                        source="test").conform(model.feature_names, model.vocabularies, "model").features
+        customer, row = fresh_customer(tmp_path, n_passive=2)
+        features = model_inputs(config, row)
         scorer = FederatedScorer(config, "credit")
         try:
             first = scorer.score([customer], features)
